@@ -1,0 +1,27 @@
+//! The `flotilla` binary: parses the command line and hands off to a command module.
+
+mod cli;
+mod controlplane;
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            // Commands report failed API calls themselves, with what they were doing; kube's
+            // own per-request error lines would only repeat them (or show expected retries).
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client=off".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match cli.run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! Controller plumbing shared by Flotilla's controllers.
+//!
+//! Every reconciler has one shape (style rule 2): read the object from the store, return early
+//! (gone, deleting → finalizer), compute the desired state with a pure function, apply it
+//! server-side with a named field manager, patch status once if it changed, requeue. This crate
+//! holds the I/O halves of that shape so each controller only writes the pure part:
+//!
+//! - [`status::patch_if_changed`]: one merge patch of `/status`, skipped when nothing changed,
+//!   guarded by the object's `resourceVersion` like OCM's own writers;
+//! - [`finalizer`]: add or remove one finalizer with a JSON patch that fails on a stale list;
+//! - [`apply`]: server-side apply under Flotilla's field manager;
+//! - [`backoff`]: the requeue policy for failed reconciles.
+
+#![deny(missing_docs)]
+
+pub mod apply;
+pub mod backoff;
+pub mod error;
+pub mod finalizer;
+pub mod status;
+
+pub use error::{Error, Result};
+
+/// The field manager of every write Flotilla's hub and agents make.
+pub const FIELD_MANAGER: &str = "flotilla";

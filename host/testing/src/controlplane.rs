@@ -1,0 +1,672 @@
+//! One real Kubernetes control plane on loopback: etcd, kube-apiserver and
+//! kube-controller-manager, each its own process of the multi-call binary.
+//!
+//! ```text
+//!   ControlPlane::builder("hub").start()
+//!     ├─ pki/      CA (client CA = serving CA = CSR signing CA), SA keys, admin + KCM certs
+//!     ├─ etcd      http://127.0.0.1:<p1>            (data in <dir>/etcd, fsync off)
+//!     ├─ apiserver https://127.0.0.1:<p3>           RBAC, x509 client certs, bootstrap tokens
+//!     └─ kcm       csrsigning, csrapproving, gc, namespace, serviceaccount(-token), … (no serving port)
+//! ```
+//!
+//! Processes die with the handle: `Drop` kills them, and each process also watches its standard
+//! input and exits when the harness's end of the pipe closes, which covers a harness that is
+//! killed outright. A detached control plane (for `flotilla controlplane up`) has neither; it
+//! outlives this process and is stopped by [`stop_detached`].
+
+use std::{
+    fs::{self, File},
+    io::{BufRead, BufReader},
+    net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream},
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::{
+    api::core::v1::ServiceAccount,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::{conditions, wait::await_condition},
+};
+use serde::{Deserialize, Serialize};
+use tempfile::TempDir;
+
+use crate::{
+    binary,
+    error::{Error, Result, io, kube as kube_err},
+    kubeconfig,
+    pki::{CertificateAuthority, ServiceAccountKeys},
+};
+
+/// Controllers the controller manager runs: CSR signing/approval/cleanup for cluster
+/// registration, garbage collection and namespace deletion for cleanup, service accounts and
+/// their tokens, the root CA config map, role aggregation, bootstrap-token upkeep, and the
+/// workload controllers that add-on agents' Deployments and Jobs need.
+pub const CONTROLLERS: &[&str] = &[
+    "csrsigning",
+    "csrapproving",
+    "csrcleaner",
+    "garbagecollector",
+    "namespace",
+    "serviceaccount",
+    "serviceaccount-token",
+    "root-ca-cert-publisher",
+    "clusterrole-aggregation",
+    "bootstrapsigner",
+    "tokencleaner",
+    "deployment",
+    "replicaset",
+    "job",
+];
+
+/// The field manager used when the harness applies objects.
+pub const FIELD_MANAGER: &str = "flotilla-testing";
+
+/// How long to wait for the apiserver to report ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(180);
+/// How many times start-up is retried when a freshly picked port was taken meanwhile.
+const PORT_RETRIES: usize = 3;
+
+/// Settings for a control plane; see [`ControlPlane::builder`].
+#[derive(Clone, Debug)]
+pub struct ControlPlaneBuilder {
+    name: String,
+    state_dir: Option<PathBuf>,
+    install_crds: bool,
+    detached: bool,
+    signing_duration: Duration,
+}
+
+impl ControlPlaneBuilder {
+    /// Keeps all files under `dir` instead of a temporary directory that is removed on drop.
+    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state_dir = Some(dir.into());
+        self
+    }
+
+    /// Whether to install Flotilla's CRDs (OCM's and `AddOnPlugin`) once the apiserver is ready.
+    /// On by default.
+    pub fn install_crds(mut self, install: bool) -> Self {
+        self.install_crds = install;
+        self
+    }
+
+    /// Lifetime of certificates that the controller manager signs through CSRs (default one
+    /// year); tests of certificate rotation shorten it.
+    pub fn signing_duration(mut self, duration: Duration) -> Self {
+        self.signing_duration = duration;
+        self
+    }
+
+    /// Starts processes that outlive this process (own process group, no stdin watchdog).
+    /// Call [`ControlPlane::detach`] once started, or the handle still kills them on drop.
+    pub fn detached(mut self, detached: bool) -> Self {
+        self.detached = detached;
+        self
+    }
+
+    /// Builds the binary if needed, starts the three components and waits until the apiserver
+    /// is ready, the controller manager works and the CRDs are established.
+    pub async fn start(self) -> Result<ControlPlane> {
+        let binary = tokio::task::spawn_blocking(binary::controlplane_binary)
+            .await
+            .map_err(|e| Error::Binary(format!("build task: {e}")))??;
+        let mut last_error = None;
+        for _ in 0..PORT_RETRIES {
+            match ControlPlane::start_once(&self, &binary).await {
+                Ok(cp) => return Ok(cp),
+                Err(e) if is_port_clash(&e) => last_error = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| Error::State("no start attempted".into())))
+    }
+}
+
+fn is_port_clash(error: &Error) -> bool {
+    let text = error.to_string();
+    text.contains("address already in use") || text.contains("bind:")
+}
+
+/// Where a running control plane listens and keeps its files; written to `state.json` in the
+/// state directory so that `flotilla controlplane down` can find a detached one again.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlaneState {
+    /// The control plane's name (also its kubeconfig context).
+    pub name: String,
+    /// `https://127.0.0.1:<port>`.
+    pub server: String,
+    /// The admin kubeconfig (user `flotilla-admin`, group `system:masters`).
+    pub admin_kubeconfig: PathBuf,
+    /// The multi-call binary the processes run.
+    pub binary: PathBuf,
+    /// Process ids by component.
+    pub pids: Vec<(String, u32)>,
+}
+
+/// A running control plane. Dropping it stops every process and frees its ports.
+pub struct ControlPlane {
+    state: ControlPlaneState,
+    dir: PathBuf,
+    ca: CertificateAuthority,
+    processes: Vec<(&'static str, Child)>,
+    detached: bool,
+    timings: Vec<(&'static str, Duration)>,
+    // Declared last so the directory is removed after the processes are gone.
+    _temp: Option<TempDir>,
+}
+
+impl std::fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlane")
+            .field("state", &self.state)
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+impl ControlPlane {
+    /// Settings for a control plane called `name` (used as the kubeconfig context and cluster
+    /// name).
+    pub fn builder(name: impl Into<String>) -> ControlPlaneBuilder {
+        ControlPlaneBuilder {
+            name: name.into(),
+            state_dir: None,
+            install_crds: true,
+            detached: false,
+            signing_duration: Duration::from_secs(365 * 24 * 3600),
+        }
+    }
+
+    /// Starts a control plane with default settings in a temporary directory.
+    pub async fn start(name: impl Into<String>) -> Result<Self> {
+        Self::builder(name).start().await
+    }
+
+    async fn start_once(settings: &ControlPlaneBuilder, binary: &Path) -> Result<Self> {
+        let (temp, dir) = match &settings.state_dir {
+            Some(dir) => {
+                if dir.exists() {
+                    fs::remove_dir_all(dir).map_err(io(format!("clear {}", dir.display())))?;
+                }
+                (None, dir.clone())
+            }
+            None => {
+                let temp = tempfile::Builder::new()
+                    .prefix(&format!("flotilla-{}-", settings.name))
+                    .tempdir()
+                    .map_err(io("create temporary directory"))?;
+                let dir = temp.path().to_path_buf();
+                (Some(temp), dir)
+            }
+        };
+        for sub in ["pki", "etcd", "logs"] {
+            fs::create_dir_all(dir.join(sub)).map_err(io(format!("create {}/{sub}", dir.display())))?;
+        }
+
+        let ca = CertificateAuthority::new(&format!("flotilla-{}-ca", settings.name))?;
+        let sa = ServiceAccountKeys::generate()?;
+        let serving = ca.issue_serving("kube-apiserver", &["kubernetes", "kubernetes.default.svc"])?;
+        let admin = ca.issue_client("flotilla-admin", &["system:masters"])?;
+        let kcm = ca.issue_client("system:kube-controller-manager", &[])?;
+
+        let pki = dir.join("pki");
+        let write = |name: &str, text: &str| -> Result<PathBuf> {
+            let path = pki.join(name);
+            fs::write(&path, text).map_err(io(format!("write {}", path.display())))?;
+            Ok(path)
+        };
+        let ca_crt = write("ca.crt", ca.cert_pem())?;
+        let ca_key = write("ca.key", ca.key_pem())?;
+        let tls_crt = write("apiserver.crt", &serving.cert_pem)?;
+        let tls_key = write("apiserver.key", &serving.key_pem)?;
+        let sa_key = write("sa.key", &sa.private_pem)?;
+        let sa_pub = write("sa.pub", &sa.public_pem)?;
+
+        let etcd_port = free_port()?;
+        let peer_port = free_port()?;
+        let api_port = free_port()?;
+        let server = format!("https://127.0.0.1:{api_port}");
+
+        let admin_yaml = kubeconfig::render(
+            &settings.name,
+            &server,
+            ca.cert_pem(),
+            "flotilla-admin",
+            &admin.cert_pem,
+            &admin.key_pem,
+        )?;
+        let admin_kubeconfig = write("admin.kubeconfig", &admin_yaml)?;
+        let kcm_kubeconfig = write(
+            "kube-controller-manager.kubeconfig",
+            &kubeconfig::render(
+                &settings.name,
+                &server,
+                ca.cert_pem(),
+                "system:kube-controller-manager",
+                &kcm.cert_pem,
+                &kcm.key_pem,
+            )?,
+        )?;
+
+        let mut cp = ControlPlane {
+            state: ControlPlaneState {
+                name: settings.name.clone(),
+                server: server.clone(),
+                admin_kubeconfig,
+                binary: binary.to_path_buf(),
+                pids: Vec::new(),
+            },
+            dir: dir.clone(),
+            ca,
+            processes: Vec::new(),
+            detached: settings.detached,
+            timings: Vec::new(),
+            _temp: temp,
+        };
+
+        let started = Instant::now();
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        cp.spawn(
+            "etcd",
+            &[
+                format!("--data-dir={}", dir.join("etcd").display()),
+                format!("--listen-client-url={etcd_url}"),
+                format!("--listen-peer-url=http://127.0.0.1:{peer_port}"),
+            ],
+        )?;
+        cp.wait_for_port("etcd", etcd_port).await?;
+        cp.timings.push(("etcd serving", started.elapsed()));
+
+        let path = |p: &Path| p.display().to_string();
+        cp.spawn(
+            "kube-apiserver",
+            &[
+                format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                format!("--secure-port={api_port}"),
+                format!("--cert-dir={}", path(&pki)),
+                format!("--tls-cert-file={}", path(&tls_crt)),
+                format!("--tls-private-key-file={}", path(&tls_key)),
+                format!("--client-ca-file={}", path(&ca_crt)),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                format!("--service-account-signing-key-file={}", path(&sa_key)),
+                format!("--service-account-key-file={}", path(&sa_pub)),
+                "--authorization-mode=RBAC".into(),
+                "--enable-bootstrap-token-auth=true".into(),
+                "--service-cluster-ip-range=10.0.0.0/24".into(),
+                // Loopback addresses may not be endpoints of the `kubernetes` service.
+                "--endpoint-reconciler-type=none".into(),
+                "--profiling=false".into(),
+                "--v=0".into(),
+            ],
+        )?;
+        cp.wait_for_readyz().await?;
+        cp.timings.push(("kube-apiserver ready", started.elapsed()));
+
+        cp.spawn(
+            "kube-controller-manager",
+            &[
+                format!("--kubeconfig={}", path(&kcm_kubeconfig)),
+                format!("--controllers={}", CONTROLLERS.join(",")),
+                format!("--cluster-signing-cert-file={}", path(&ca_crt)),
+                format!("--cluster-signing-key-file={}", path(&ca_key)),
+                format!(
+                    "--cluster-signing-duration={}s",
+                    settings.signing_duration.as_secs()
+                ),
+                format!("--service-account-private-key-file={}", path(&sa_key)),
+                format!("--root-ca-file={}", path(&ca_crt)),
+                "--use-service-account-credentials=true".into(),
+                "--leader-elect=false".into(),
+                "--secure-port=0".into(),
+                format!("--cluster-name={}", settings.name),
+                "--v=0".into(),
+            ],
+        )?;
+
+        if settings.install_crds {
+            cp.install_crds().await?;
+            cp.timings.push(("CRDs established", started.elapsed()));
+        }
+        cp.wait_for_controller_manager().await?;
+        cp.timings
+            .push(("kube-controller-manager working", started.elapsed()));
+        Ok(cp)
+    }
+
+    fn spawn(&mut self, component: &'static str, args: &[String]) -> Result<()> {
+        let log_path = self.log_path(component);
+        let log = File::create(&log_path).map_err(io(format!("create {}", log_path.display())))?;
+        let log_err = log.try_clone().map_err(io("clone log handle"))?;
+        let mut command = Command::new(&self.state.binary);
+        command.arg(component).args(args).stdout(log).stderr(log_err);
+        if self.detached {
+            // Own process group: a terminal's hang-up or Ctrl-C does not reach it.
+            command.stdin(Stdio::null()).process_group(0);
+        } else {
+            command
+                .stdin(Stdio::piped())
+                .env("FLOTILLA_EXIT_ON_STDIN_EOF", "1");
+        }
+        let child = command.spawn().map_err(|e| Error::Start {
+            component,
+            message: format!("spawn {}: {e}", self.state.binary.display()),
+        })?;
+        self.state.pids.push((component.to_owned(), child.id()));
+        self.processes.push((component, child));
+        Ok(())
+    }
+
+    /// Fails with the log tail if `component` has exited.
+    fn check_alive(&mut self, component: &'static str) -> Result<()> {
+        let exited = self
+            .processes
+            .iter_mut()
+            .find(|(name, _)| *name == component)
+            .and_then(|(_, child)| child.try_wait().ok().flatten());
+        match exited {
+            Some(status) => Err(Error::Start {
+                component,
+                message: format!(
+                    "exited with {status}; log tail:\n{}",
+                    self.log_tail(component, 25)
+                ),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    async fn wait_for_port(&mut self, component: &'static str, port: u16) -> Result<()> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        while Instant::now() < deadline {
+            self.check_alive(component)?;
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(Error::NotReady {
+            what: format!("{component} on port {port}"),
+            message: "timed out".into(),
+        })
+    }
+
+    async fn wait_for_readyz(&mut self) -> Result<()> {
+        let client = self.admin_client().await?;
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            self.check_alive("etcd")?;
+            self.check_alive("kube-apiserver")?;
+            let request = http::Request::get("/readyz")
+                .body(Vec::new())
+                .map_err(|e| Error::NotReady {
+                    what: "kube-apiserver /readyz".into(),
+                    message: e.to_string(),
+                })?;
+            match client.request_text(request).await {
+                Ok(body) if body.trim() == "ok" => return Ok(()),
+                Ok(body) => last = body,
+                Err(e) => last = e.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Err(Error::NotReady {
+            what: "kube-apiserver /readyz".into(),
+            message: format!("timed out; last answer: {last}"),
+        })
+    }
+
+    /// The service-account controller creates `default` in every namespace; seeing it proves
+    /// the controller manager is up and authorised.
+    async fn wait_for_controller_manager(&mut self) -> Result<()> {
+        let client = self.admin_client().await?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(client, "default");
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while Instant::now() < deadline {
+            self.check_alive("kube-controller-manager")?;
+            if accounts
+                .get_opt("default")
+                .await
+                .map_err(kube_err("read default service account"))?
+                .is_some()
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Err(Error::NotReady {
+            what: "kube-controller-manager".into(),
+            message: format!(
+                "no default service account; log tail:\n{}",
+                self.log_tail("kube-controller-manager", 25)
+            ),
+        })
+    }
+
+    /// Applies every Flotilla CRD (server-side) and waits until each is established.
+    pub async fn install_crds(&self) -> Result<()> {
+        let client = self.admin_client().await?;
+        install_crds(&client, &flotilla_api::crds::crds()).await
+    }
+
+    /// The control plane's name.
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    /// The apiserver URL, `https://127.0.0.1:<port>`.
+    pub fn server(&self) -> &str {
+        &self.state.server
+    }
+
+    /// The apiserver's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.state
+            .server
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_default()
+    }
+
+    /// The directory holding keys, logs and etcd data.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The state recorded for this control plane.
+    pub fn state(&self) -> &ControlPlaneState {
+        &self.state
+    }
+
+    /// The CA certificate (PEM) that serves the apiserver and signs client certificates.
+    pub fn ca_pem(&self) -> &str {
+        self.ca.cert_pem()
+    }
+
+    /// Path of the admin kubeconfig (group `system:masters`).
+    pub fn admin_kubeconfig(&self) -> &Path {
+        &self.state.admin_kubeconfig
+    }
+
+    /// A client acting as the admin.
+    pub async fn admin_client(&self) -> Result<Client> {
+        let yaml = fs::read_to_string(&self.state.admin_kubeconfig).map_err(io("read admin kubeconfig"))?;
+        kubeconfig::client_from_yaml(&yaml).await
+    }
+
+    /// Kubeconfig text for `user` in `groups`, with a fresh client certificate signed by the CA.
+    pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> Result<String> {
+        let issued = self.ca.issue_client(user, groups)?;
+        kubeconfig::render(
+            &self.state.name,
+            &self.state.server,
+            self.ca.cert_pem(),
+            user,
+            &issued.cert_pem,
+            &issued.key_pem,
+        )
+    }
+
+    /// A client acting as `user` in `groups` (no RBAC bindings unless the test creates them).
+    pub async fn client_for(&self, user: &str, groups: &[&str]) -> Result<Client> {
+        kubeconfig::client_from_yaml(&self.kubeconfig_for(user, groups)?).await
+    }
+
+    /// `kubectl --kubeconfig <admin>` of the same Kubernetes version as the server.
+    pub fn kubectl(&self) -> Command {
+        let mut command = Command::new(&self.state.binary);
+        command
+            .arg("kubectl")
+            .arg(format!("--kubeconfig={}", self.state.admin_kubeconfig.display()));
+        command
+    }
+
+    /// When each start-up phase finished, measured from the first process start.
+    pub fn startup_timings(&self) -> &[(&'static str, Duration)] {
+        &self.timings
+    }
+
+    /// Process ids of the running components.
+    pub fn pids(&self) -> Vec<u32> {
+        self.processes.iter().map(|(_, child)| child.id()).collect()
+    }
+
+    /// The log file of `component`.
+    pub fn log_path(&self, component: &str) -> PathBuf {
+        self.dir.join("logs").join(format!("{component}.log"))
+    }
+
+    /// The last `lines` lines of a component's log.
+    pub fn log_tail(&self, component: &str, lines: usize) -> String {
+        let Ok(file) = File::open(self.log_path(component)) else {
+            return String::new();
+        };
+        let all: Vec<String> = BufReader::new(file).lines().map_while(|l| l.ok()).collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Leaves the processes running after this handle is gone, records where they are in
+    /// `<dir>/state.json` and returns that record. Only for a control plane built with
+    /// [`ControlPlaneBuilder::detached`] and a [`ControlPlaneBuilder::state_dir`].
+    pub fn detach(mut self) -> Result<ControlPlaneState> {
+        if !self.detached || self._temp.is_some() {
+            return Err(Error::State(
+                "only a detached control plane with a state directory can be detached".into(),
+            ));
+        }
+        let state = self.state.clone();
+        let text =
+            serde_json::to_string_pretty(&state).map_err(|e| Error::State(format!("encode state: {e}")))?;
+        let path = self.dir.join("state.json");
+        fs::write(&path, text).map_err(io(format!("write {}", path.display())))?;
+        // The children are reaped by init once this process exits.
+        self.processes.clear();
+        Ok(state)
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        // Reverse order: controller manager, apiserver, then etcd.
+        for (_, child) in self.processes.iter_mut().rev() {
+            let _ = child.kill();
+        }
+        for (_, child) in self.processes.iter_mut() {
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Applies `crds` server-side and waits until each is established.
+pub async fn install_crds(client: &Client, crds: &[CustomResourceDefinition]) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for crd in crds {
+        let name = crd.name_any();
+        api.patch(&name, &params, &Patch::Apply(crd))
+            .await
+            .map_err(kube_err(format!("apply CRD {name}")))?;
+    }
+    for crd in crds {
+        let name = crd.name_any();
+        let established = await_condition(api.clone(), &name, conditions::is_crd_established());
+        match tokio::time::timeout(READY_TIMEOUT, established).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                return Err(Error::NotReady {
+                    what: format!("CRD {name} established"),
+                    message: e.to_string(),
+                });
+            }
+            Err(_) => {
+                return Err(Error::NotReady {
+                    what: format!("CRD {name} established"),
+                    message: "timed out".into(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads the state of a detached control plane kept in `dir`.
+pub fn read_state(dir: &Path) -> Result<ControlPlaneState> {
+    let path = dir.join("state.json");
+    let text = fs::read_to_string(&path)
+        .map_err(|e| Error::State(format!("read {} (is the control plane up?): {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| Error::State(format!("parse {}: {e}", path.display())))
+}
+
+/// Stops a detached control plane kept in `dir` and removes the directory. Only processes
+/// that still run the recorded binary are signalled, so a reused pid is never hit.
+pub fn stop_detached(dir: &Path) -> Result<ControlPlaneState> {
+    use std::os::unix::ffi::OsStrExt;
+
+    use nix::{sys::signal, unistd::Pid};
+
+    let state = read_state(dir)?;
+    let ours = |pid: u32| -> bool {
+        fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|cmdline| {
+                let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+                Path::new(std::ffi::OsStr::from_bytes(argv0)) == state.binary
+            })
+            .unwrap_or(false)
+    };
+    let running: Vec<u32> = state
+        .pids
+        .iter()
+        .map(|(_, pid)| *pid)
+        .filter(|pid| ours(*pid))
+        .collect();
+    for pid in running.iter().rev() {
+        let _ = signal::kill(Pid::from_raw(*pid as i32), signal::Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while running.iter().any(|pid| ours(*pid)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for pid in running.iter().filter(|pid| ours(**pid)) {
+        let _ = signal::kill(Pid::from_raw(*pid as i32), signal::Signal::SIGKILL);
+    }
+    fs::remove_dir_all(dir).map_err(io(format!("remove {}", dir.display())))?;
+    Ok(state)
+}
+
+/// Asks the kernel for a free loopback port. Another process may take it before it is used;
+/// start-up retries on a clash.
+fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(io("find a free port"))?;
+    Ok(listener.local_addr().map_err(io("read free port"))?.port())
+}
