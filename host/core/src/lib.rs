@@ -4,4 +4,6 @@
 #![deny(missing_docs)]
 
 pub mod conditions;
+pub mod registration;
 pub mod selector;
+pub mod x509;

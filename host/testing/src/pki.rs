@@ -6,17 +6,15 @@
 //! certificate that the controller manager issues through a CSR is then accepted by the
 //! apiserver without further wiring.
 
-use rcgen::{
-    BasicConstraints as RcgenBasicConstraints, CertificateParams, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
-};
-use std::str::FromStr;
-
 use const_oid::db::rfc5280::ID_KP_CLIENT_AUTH;
 use der::{DecodePem, EncodePem, pem::LineEnding};
 use p256::{
     ecdsa::{DerSignature, SigningKey},
     pkcs8::{DecodePrivateKey, EncodePrivateKey},
+};
+use rcgen::{
+    BasicConstraints as RcgenBasicConstraints, CertificateParams, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use time::{Duration, OffsetDateTime};
 use x509_cert::{
@@ -100,7 +98,8 @@ impl CertificateAuthority {
     /// Built with `x509-cert` rather than rcgen because rcgen keeps one value per attribute
     /// type, and Kubernetes identities often need several organizations (groups).
     pub fn issue_client(&self, user: &str, groups: &[&str]) -> Result<CertAndKey> {
-        let subject = subject_name(user, groups)?;
+        let subject =
+            flotilla_core::x509::subject_name(user, groups, &[]).map_err(|e| Error::Pki(e.to_string()))?;
         let ca = Certificate::from_pem(self.cert_pem.as_bytes())
             .map_err(|e| Error::Pki(format!("parse CA: {e}")))?;
         let signer =
@@ -203,29 +202,13 @@ impl ServiceAccountKeys {
 }
 
 /// A PKCS#10 certificate request for `CN=<user>, O=<group>…` with a fresh ECDSA P-256 key,
-/// as an agent would send through the CSR API.
+/// as an agent would send through the CSR API. `cert_pem` holds the request.
 pub fn client_request(user: &str, groups: &[&str]) -> Result<CertAndKey> {
-    use x509_cert::builder::RequestBuilder;
-
-    let key = SigningKey::from_pkcs8_pem(
-        &KeyPair::generate()
-            .map_err(|e| Error::Pki(format!("generate request key: {e}")))?
-            .serialize_pem(),
-    )
-    .map_err(|e| Error::Pki(format!("load request key: {e}")))?;
-    let builder =
-        RequestBuilder::new(subject_name(user, groups)?).map_err(|e| Error::Pki(format!("request: {e}")))?;
-    let request = builder
-        .build::<_, DerSignature>(&key)
-        .map_err(|e| Error::Pki(format!("sign request: {e}")))?;
+    let made =
+        flotilla_core::x509::client_request(user, groups, &[], &[]).map_err(|e| Error::Pki(e.to_string()))?;
     Ok(CertAndKey {
-        cert_pem: request
-            .to_pem(LineEnding::LF)
-            .map_err(|e| Error::Pki(format!("encode request: {e}")))?,
-        key_pem: key
-            .to_pkcs8_pem(LineEnding::LF)
-            .map_err(|e| Error::Pki(format!("encode request key: {e}")))?
-            .to_string(),
+        cert_pem: made.request_pem,
+        key_pem: made.key_pem,
     })
 }
 
@@ -251,29 +234,6 @@ fn unique_serial(spki: &x509_cert::spki::SubjectPublicKeyInfoOwned) -> Result<Se
     bytes[0] &= 0x7f;
     bytes[0] |= 0x01;
     SerialNumber::new(&bytes).map_err(|e| Error::Pki(format!("serial number: {e}")))
-}
-
-/// The subject `CN=<user>, O=<group>…`, escaped per RFC 4514 so names with `,`, `+` or `=` stay
-/// one attribute each.
-fn subject_name(user: &str, groups: &[&str]) -> Result<Name> {
-    let mut text = format!("CN={}", escape_rdn_value(user));
-    for group in groups {
-        text.push_str(",O=");
-        text.push_str(&escape_rdn_value(group));
-    }
-    Name::from_str(&text).map_err(|e| Error::Pki(format!("subject {text:?}: {e}")))
-}
-
-fn escape_rdn_value(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for (i, c) in value.chars().enumerate() {
-        let edge = i == 0 && (c == '#' || c == ' ') || i + 1 == value.chars().count() && c == ' ';
-        if edge || matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';' | '=') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Extensions of a client certificate: not a CA, digital signature + key encipherment,

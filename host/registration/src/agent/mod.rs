@@ -1,0 +1,1 @@
+//! The managed-cluster side of registration: the agent in `flotilla klusterlet`.

@@ -1,0 +1,1 @@
+//! The hub side of registration (see the crate docs).
