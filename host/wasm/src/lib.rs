@@ -1,0 +1,59 @@
+//! The Flotilla add-on plugin host: runs each add-on's hub-side logic as a sandboxed WebAssembly
+//! component (contract: `wit/flotilla-addon@0.1.0`).
+//!
+//! ```text
+//!   AddOnPlugin CR ──bytes, digest, limits──▶ PluginRegistry ── slot per add-on ──▶ Arc<Plugin>
+//!                                                  │ install: validate + compile +
+//!                                                  ▼ describe beside the running revision
+//!   Runtime: one Engine · epoch ticker thread · Linker (host log + WASI, nothing granted)
+//!            · pool permits · artifact cache (<digest>-<engine>.cwasm) · metrics
+//!
+//!   Plugin::{manifests, approve_csr, hub_permissions, probe_health}
+//!        └─ per call: fresh Store (memory limit, epoch deadline, bounded stdout/stderr)
+//!                     → instantiate from InstancePre → call → check output caps → fail safe
+//! ```
+//!
+//! Everything a plugin can do to the host is bounded: CPU time (epoch deadline that yields to
+//! tokio every tick, plus a wall-clock timeout), memory (per-store limits), output (bytes and
+//! count), logs (per-call budget), and capabilities (WASI is linked so standard-library guests
+//! link, but with no directories, environment, arguments or network). A fault affects only the
+//! call that caused it; see [`Plugin`] for what each hook returns on a fault.
+//!
+//! Start with [`Runtime::new`], then [`PluginRegistry::install`] and
+//! [`PluginRegistry::get`].
+#![deny(missing_docs)]
+
+mod bindings;
+mod cache;
+mod digest;
+mod error;
+mod host;
+mod limits;
+mod metrics;
+mod plugin;
+mod registry;
+mod runtime;
+mod state;
+pub mod validate;
+
+pub use digest::{Digest, ParseDigestError};
+pub use error::{Error, Fault, Result, ValidationError};
+pub use limits::Limits;
+pub use metrics::{CacheResult, Metrics};
+pub use plugin::{Hook, Plugin};
+pub use registry::{PluginRegistry, PluginSlot};
+pub use runtime::{AllocatorChoice, AllocatorKind, Runtime, RuntimeConfig};
+
+/// The records of the contract (`flotilla:addon/types@0.1.0`), as generated from the WIT.
+///
+/// These are the host's vocabulary for hook inputs and outputs. When a newer contract version
+/// is released, older guests' records will be converted into the newest version's types here.
+pub mod types {
+    pub use crate::bindings::flotilla::addon::host::LogLevel;
+    pub use crate::bindings::flotilla::addon::types::{
+        Addon, AddonOptions, Cluster, ConfigRef, ConfigType, Csr, CsrDecision, CustomSignerRegistration,
+        FeedbackField, FeedbackRule, FeedbackValue, HealthMode, HealthResult, HealthStatus, JsonPath,
+        KeyValue, KubeClientRegistration, Manifest, PluginError, ProbeField, Registration, ResolvedConfig,
+        ResourceIdentifier, Subject,
+    };
+}

@@ -1,0 +1,400 @@
+//! One compiled plugin revision and the five hooks, each run in a fresh sandbox.
+//!
+//! Every call: wait for a pool slot → new `Store<CallState>` (limits, epoch deadline) →
+//! instantiate from the pre-instantiated component → call the export → check output → forward
+//! captured output → record metrics. A fresh store per call means a trap (which poisons the
+//! instance, wasmtime #10995) or leaked state never reaches the next call or another cluster.
+//!
+//! Fail-safe results, per the contract table:
+//!
+//! | hook | on fault |
+//! |---|---|
+//! | `manifests`, `hub-permissions` | `Err`: the caller keeps the last good objects |
+//! | `approve-csr` | [`Plugin::approve_csr`] denies, the reason names the fault |
+//! | `probe-health` | [`Plugin::probe_health`] says `unknown`, never `available` |
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wasmtime::{Store, UpdateDeadline};
+
+use crate::bindings::{AddonPlugin, AddonPluginPre};
+use crate::runtime::RuntimeInner;
+use crate::state::{CallState, forward_output, truncate};
+use crate::types::{
+    Addon, AddonOptions, Cluster, Csr, CsrDecision, FeedbackField, HealthResult, HealthStatus, ResolvedConfig,
+};
+use crate::validate::{check_hub_permissions, check_output_size, parse_objects};
+use crate::{Digest, Error, Limits, Result};
+
+/// The exports of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Hook {
+    /// `describe`.
+    Describe,
+    /// `manifests`.
+    Manifests,
+    /// `approve-csr`.
+    ApproveCsr,
+    /// `hub-permissions`.
+    HubPermissions,
+    /// `probe-health`.
+    ProbeHealth,
+}
+
+impl Hook {
+    /// The WIT name, also the `hook` metrics label.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Hook::Describe => "describe",
+            Hook::Manifests => "manifests",
+            Hook::ApproveCsr => "approve-csr",
+            Hook::HubPermissions => "hub-permissions",
+            Hook::ProbeHealth => "probe-health",
+        }
+    }
+}
+
+impl std::fmt::Display for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Longest trap message kept: it ends up in CSR denial reasons and condition messages.
+const TRAP_MESSAGE_MAX: usize = 1 << 10;
+/// How much of the guest's last stderr output a trap message quotes (a Rust guest prints its
+/// panic message there before it aborts).
+const STDERR_TAIL: usize = 512;
+
+/// Runs hooks of one compiled revision.
+pub(crate) struct Caller {
+    pub(crate) runtime: Arc<RuntimeInner>,
+    pub(crate) pre: AddonPluginPre<CallState>,
+    pub(crate) addon: String,
+    pub(crate) digest: Digest,
+    pub(crate) limits: Limits,
+    /// Keeps the compiled component shared with other revisions of the same digest.
+    pub(crate) _compiled: Arc<crate::runtime::CompiledCell>,
+}
+
+/// How far a call got before it failed.
+enum Failure {
+    Instantiate(wasmtime::Error),
+    Call(wasmtime::Error),
+}
+
+impl Caller {
+    /// Runs `f` against a fresh instance in a fresh store, then `check` on its answer.
+    pub(crate) async fn call<R, T>(
+        &self,
+        hook: Hook,
+        f: impl AsyncFnOnce(&AddonPlugin, &mut Store<CallState>) -> wasmtime::Result<R>,
+        check: impl FnOnce(R) -> Result<T>,
+    ) -> Result<T> {
+        let rt = &self.runtime;
+        let started = Instant::now();
+        // One permit per pool slot: under load calls queue here instead of failing to instantiate.
+        let _permit = rt.permits.acquire().await.map_err(|e| Error::Task {
+            reason: e.to_string(),
+        })?;
+
+        let mut store = Store::new(&rt.engine, CallState::new(&self.addon, hook, &self.limits));
+        store.limiter(|state| &mut state.limiter);
+        let deadline = Instant::now() + self.limits.timeout;
+        // Every tick the guest checks in: past the deadline it is interrupted; before it, it yields
+        // to tokio so a busy guest never holds a worker thread for more than one tick.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |mut cx| {
+            if Instant::now() >= deadline {
+                cx.data_mut().timed_out = true;
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now())))
+            }
+        });
+
+        // Wall-clock backstop for time parked in host calls (epochs only tick inside wasm). The
+        // grace lets the epoch deadline fire first when the guest is computing.
+        let grace = (self.limits.timeout / 10).max(Duration::from_millis(50));
+        let outcome = tokio::time::timeout(self.limits.timeout + grace, async {
+            let t = Instant::now();
+            let instance = self
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(Failure::Instantiate)?;
+            rt.metrics
+                .observe_instantiation(&self.addon, t.elapsed().as_secs_f64());
+            f(&instance, &mut store).await.map_err(Failure::Call)
+        })
+        .await;
+
+        let state = store.data();
+        forward_output(
+            &self.addon,
+            hook,
+            &state.stdout.contents(),
+            &state.stderr.contents(),
+        );
+        rt.metrics.count_log_dropped(&self.addon, state.log.dropped);
+        let result = match outcome {
+            Err(_elapsed) => Err(Error::CallTimeout {
+                hook,
+                timeout: self.limits.timeout,
+            }),
+            Ok(Err(failure)) => Err(self.classify(hook, failure, state)),
+            Ok(Ok(answer)) => check(answer),
+        };
+        drop(store);
+
+        rt.metrics
+            .observe_call(&self.addon, hook, started.elapsed().as_secs_f64());
+        if let Err(e) = &result {
+            rt.metrics.count_fault(&self.addon, hook, e.fault());
+            tracing::warn!(addon = %self.addon, digest = %self.digest, %hook, kind = %e.fault(), error = %e, "plugin call failed");
+        }
+        result
+    }
+
+    /// Names the fault: the store's own records first (they are certain), then the trap code.
+    fn classify(&self, hook: Hook, failure: Failure, state: &CallState) -> Error {
+        if state.timed_out {
+            return Error::CallTimeout {
+                hook,
+                timeout: self.limits.timeout,
+            };
+        }
+        if state.limiter.exceeded {
+            return Error::MemoryExceeded {
+                hook,
+                limit_bytes: self.limits.memory_bytes,
+            };
+        }
+        let (error, instantiating) = match failure {
+            Failure::Instantiate(e) => (e, true),
+            Failure::Call(e) => (e, false),
+        };
+        let message = trap_message(&error, &state.stderr.contents());
+        match error.downcast_ref::<wasmtime::Trap>() {
+            Some(wasmtime::Trap::Interrupt) => Error::CallTimeout {
+                hook,
+                timeout: self.limits.timeout,
+            },
+            Some(wasmtime::Trap::StackOverflow) => Error::Trap {
+                hook,
+                code: "stack overflow".to_owned(),
+                message,
+            },
+            Some(trap) => Error::Trap {
+                hook,
+                code: trap.to_string(),
+                message,
+            },
+            None if instantiating => Error::Instantiate { hook, source: error },
+            None => Error::Trap {
+                hook,
+                code: "error".to_owned(),
+                message,
+            },
+        }
+    }
+}
+
+/// A one-paragraph description of a trap for people: the root cause, then the tail of what the
+/// guest wrote to stderr (its panic message, if it panicked). The wasm backtrace is logged at
+/// debug level instead.
+fn trap_message(error: &wasmtime::Error, stderr: &[u8]) -> String {
+    tracing::debug!(target: "flotilla_wasm::guest", "trap: {error:?}");
+    let mut message = error.root_cause().to_string();
+    let stderr = String::from_utf8_lossy(stderr);
+    let tail: Vec<&str> = stderr
+        .lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(3)
+        .collect();
+    if !tail.is_empty() {
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        let tail = tail.join(" / ");
+        let start = tail.len().saturating_sub(STDERR_TAIL);
+        let start = (start..=tail.len())
+            .find(|i| tail.is_char_boundary(*i))
+            .unwrap_or(tail.len());
+        message.push_str("; guest stderr: ");
+        message.push_str(&tail[start..]);
+    }
+    truncate(&message, TRAP_MESSAGE_MAX).to_owned()
+}
+
+/// A loaded, validated plugin revision. Share it as `Arc<Plugin>`: a call in flight keeps its
+/// revision alive after a newer one is swapped in.
+pub struct Plugin {
+    pub(crate) caller: Caller,
+    pub(crate) options: AddonOptions,
+    pub(crate) wit_version: semver::Version,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("addon", &self.caller.addon)
+            .field("digest", &self.caller.digest)
+            .field("wit_version", &self.wit_version)
+            .field("limits", &self.caller.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plugin {
+    /// The add-on this plugin drives.
+    pub fn addon(&self) -> &str {
+        &self.caller.addon
+    }
+
+    /// Digest of the component bytes.
+    pub fn digest(&self) -> Digest {
+        self.caller.digest
+    }
+
+    /// The contract version the component was built against.
+    pub fn wit_version(&self) -> &semver::Version {
+        &self.wit_version
+    }
+
+    /// The limits every call runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.caller.limits
+    }
+
+    /// The validated `describe` answer, taken at load.
+    pub fn options(&self) -> &AddonOptions {
+        &self.options
+    }
+
+    /// The objects to apply on `cluster`. A fault or a plugin error is an `Err`; the caller keeps
+    /// its last good ManifestWork.
+    pub async fn manifests(
+        &self,
+        cluster: &Cluster,
+        addon: &Addon,
+        configs: &[ResolvedConfig],
+    ) -> Result<Vec<Value>> {
+        let (hook, limits) = (Hook::Manifests, self.caller.limits);
+        self.caller
+            .call(
+                hook,
+                async |p: &AddonPlugin, store| {
+                    p.flotilla_addon_hooks()
+                        .call_manifests(store, cluster, addon, configs)
+                        .await
+                },
+                |answer| match answer {
+                    Ok(raw) => parse_objects(hook, &limits, raw),
+                    Err(error) => plugin_error(hook, &limits, error),
+                },
+            )
+            .await
+    }
+
+    /// Roles and RoleBindings for the cluster namespace on the hub, checked to stay there.
+    pub async fn hub_permissions(&self, cluster: &Cluster, addon: &Addon) -> Result<Vec<Value>> {
+        let (hook, limits) = (Hook::HubPermissions, self.caller.limits);
+        self.caller
+            .call(
+                hook,
+                async |p: &AddonPlugin, store| {
+                    p.flotilla_addon_hooks()
+                        .call_hub_permissions(store, cluster, addon)
+                        .await
+                },
+                |answer| match answer {
+                    Ok(raw) => {
+                        let objects = parse_objects(hook, &limits, raw)?;
+                        check_hub_permissions(hook, &cluster.name, &objects)?;
+                        Ok(objects)
+                    }
+                    Err(error) => plugin_error(hook, &limits, error),
+                },
+            )
+            .await
+    }
+
+    /// The plugin's verdict on a CSR, or the fault. Most callers want [`Plugin::approve_csr`].
+    pub async fn try_approve_csr(&self, cluster: &Cluster, addon: &Addon, csr: &Csr) -> Result<CsrDecision> {
+        let (hook, limits) = (Hook::ApproveCsr, self.caller.limits);
+        self.caller
+            .call(
+                hook,
+                async |p: &AddonPlugin, store| {
+                    p.flotilla_addon_hooks()
+                        .call_approve_csr(store, cluster, addon, csr)
+                        .await
+                },
+                |decision| {
+                    if let CsrDecision::Deny(reason) = &decision {
+                        check_output_size(hook, &limits, [reason.as_str()])?;
+                    }
+                    Ok(decision)
+                },
+            )
+            .await
+    }
+
+    /// Fail-closed CSR approval: any fault denies, with the fault kind and error as the reason.
+    pub async fn approve_csr(&self, cluster: &Cluster, addon: &Addon, csr: &Csr) -> CsrDecision {
+        match self.try_approve_csr(cluster, addon, csr).await {
+            Ok(decision) => decision,
+            Err(e) => CsrDecision::Deny(format!("plugin fault ({}): {e}", e.fault())),
+        }
+    }
+
+    /// The plugin's health verdict, or the fault. Most callers want [`Plugin::probe_health`].
+    pub async fn try_probe_health(
+        &self,
+        cluster: &Cluster,
+        addon: &Addon,
+        fields: &[FeedbackField],
+    ) -> Result<HealthResult> {
+        let (hook, limits) = (Hook::ProbeHealth, self.caller.limits);
+        self.caller
+            .call(
+                hook,
+                async |p: &AddonPlugin, store| {
+                    p.flotilla_addon_hooks()
+                        .call_probe_health(store, cluster, addon, fields)
+                        .await
+                },
+                |result| {
+                    check_output_size(hook, &limits, [result.message.as_str()])?;
+                    Ok(result)
+                },
+            )
+            .await
+    }
+
+    /// Fail-safe health: any fault is `unknown` (never `available`), with the fault as message.
+    pub async fn probe_health(
+        &self,
+        cluster: &Cluster,
+        addon: &Addon,
+        fields: &[FeedbackField],
+    ) -> HealthResult {
+        match self.try_probe_health(cluster, addon, fields).await {
+            Ok(result) => result,
+            Err(e) => HealthResult {
+                status: HealthStatus::Unknown,
+                message: format!("plugin fault ({}): {e}", e.fault()),
+            },
+        }
+    }
+}
+
+/// A plugin's own error, size-checked like any other output.
+fn plugin_error<T>(hook: Hook, limits: &Limits, error: crate::types::PluginError) -> Result<T> {
+    use crate::types::PluginError as E;
+    let (E::InvalidConfig(m) | E::MissingConfig(m) | E::UnsupportedCluster(m) | E::Internal(m)) = &error;
+    check_output_size(hook, limits, [m.as_str()])?;
+    Err(Error::Plugin { hook, error })
+}

@@ -1,0 +1,38 @@
+//! Hostile plugin: traps in every hook but `describe`, each a different way — a panic, the
+//! `unreachable` instruction, `abort`, and a failed `expect`.
+
+use flotilla_addon_sdk::{
+    AddOn, Addon, AddonError, AddonOptions, Cluster, Csr, CsrDecision, FeedbackField, HealthResult, Manifest,
+    ResolvedConfig,
+};
+
+/// The hostile add-on.
+pub struct Trap;
+
+impl Addon for Trap {
+    fn describe() -> AddonOptions {
+        AddonOptions::default()
+    }
+
+    fn manifests(_: &Cluster, _: &AddOn, _: &[ResolvedConfig]) -> Result<Vec<Manifest>, AddonError> {
+        panic!("hostile-trap: panic in manifests")
+    }
+
+    fn approve_csr(_: &Cluster, _: &AddOn, _: &Csr) -> CsrDecision {
+        #[cfg(target_arch = "wasm32")]
+        core::arch::wasm32::unreachable();
+        #[cfg(not(target_arch = "wasm32"))]
+        unreachable!("hostile-trap: unreachable in approve-csr")
+    }
+
+    fn hub_permissions(cluster: &Cluster, _: &AddOn) -> Result<Vec<Manifest>, AddonError> {
+        let missing: Option<Manifest> = std::hint::black_box(None);
+        Ok(vec![missing.expect(&cluster.name)])
+    }
+
+    fn probe_health(_: &Cluster, _: &AddOn, _: &[FeedbackField]) -> HealthResult {
+        std::process::abort()
+    }
+}
+
+flotilla_addon_sdk::export_addon!(Trap);

@@ -1,0 +1,59 @@
+//! Building manifests from `k8s-openapi` types.
+//!
+//! [`to_manifest`] serializes any top-level Kubernetes type with its `apiVersion` and `kind` set
+//! (from the type, so they cannot be forgotten or misspelt). [`meta`] and [`labels`] shorten the
+//! usual `ObjectMeta` boilerplate.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+
+use crate::types::{AddonError, Manifest};
+
+/// `object` as a manifest with `apiVersion` and `kind` from its type.
+pub fn to_manifest<K: k8s_openapi::Resource + Serialize>(object: &K) -> Result<Manifest, AddonError> {
+    let mut value = serde_json::to_value(object)
+        .map_err(|e| AddonError::Internal(format!("cannot serialize {}: {e}", K::KIND)))?;
+    let map = value
+        .as_object_mut()
+        .ok_or_else(|| AddonError::Internal(format!("{} did not serialize to a JSON object", K::KIND)))?;
+    map.insert("apiVersion".to_owned(), K::API_VERSION.into());
+    map.insert("kind".to_owned(), K::KIND.into());
+    Ok(value)
+}
+
+/// `ObjectMeta` with a name and, if not empty, a namespace.
+pub fn meta(name: impl Into<String>, namespace: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
+        ..ObjectMeta::default()
+    }
+}
+
+/// A label map from pairs.
+pub fn labels<const N: usize>(pairs: [(&str, &str); N]) -> BTreeMap<String, String> {
+    pairs
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+
+    #[test]
+    fn manifests_carry_api_version_and_kind() {
+        let sa = ServiceAccount {
+            metadata: meta("agent", "ns"),
+            ..ServiceAccount::default()
+        };
+        let m = to_manifest(&sa).unwrap();
+        assert_eq!(m["apiVersion"], "v1");
+        assert_eq!(m["kind"], "ServiceAccount");
+        assert_eq!(m["metadata"]["namespace"], "ns");
+    }
+}
