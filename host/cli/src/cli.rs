@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::controlplane;
+use crate::{accept, controlplane, get, init, join, plugin, run};
 
 /// Flotilla: a multicluster control plane that speaks Open Cluster Management's APIs.
 #[derive(Debug, Parser)]
@@ -33,16 +33,43 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the hub's controllers (registration, …) against the hub cluster.
+    Hub(run::HubArgs),
+    /// Run the managed-cluster agent (registration, …) against a managed cluster.
+    Klusterlet(run::KlusterletArgs),
+    /// Prepare a hub: CRDs, RBAC, a bootstrap identity, admission, default cluster sets; print
+    /// the join command.
+    Init(init::InitArgs),
+    /// Register this (managed) cluster with a hub.
+    Join(join::JoinArgs),
+    /// Approve joining clusters' certificate requests and accept them.
+    Accept(accept::AcceptArgs),
+    /// Remove the klusterlet from a managed cluster.
+    Unjoin(join::UnjoinArgs),
+    /// Show clusters, cluster sets or the join command.
+    #[command(subcommand)]
+    Get(get::Command),
     /// Run a real local Kubernetes control plane (etcd, kube-apiserver,
     /// kube-controller-manager) on loopback.
     #[command(subcommand)]
     Controlplane(controlplane::Command),
+    /// Run, inspect and publish add-on plugins (WebAssembly components).
+    #[command(subcommand)]
+    Plugin(plugin::Command),
 }
 
 impl Cli {
     pub async fn run(self) -> anyhow::Result<()> {
         match self.command {
+            Command::Hub(args) => run::hub(&self.global, &args).await,
+            Command::Klusterlet(args) => run::klusterlet(&self.global, &args).await,
+            Command::Init(args) => init::init(&self.global, &args).await,
+            Command::Join(args) => join::join(&self.global, &args).await,
+            Command::Accept(args) => accept::accept(&self.global, &args).await,
+            Command::Unjoin(args) => join::unjoin(&self.global, &args).await,
+            Command::Get(command) => command.run(&self.global).await,
             Command::Controlplane(command) => command.run(&self.global).await,
+            Command::Plugin(command) => command.run(&self.global).await,
         }
     }
 }

@@ -1,7 +1,15 @@
 //! The `flotilla` binary: parses the command line and hands off to a command module.
 
+mod accept;
 mod cli;
 mod controlplane;
+mod get;
+mod init;
+mod join;
+mod kube;
+mod output;
+mod plugin;
+mod run;
 
 use clap::Parser;
 

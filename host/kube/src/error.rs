@@ -37,6 +37,14 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Waiting for a condition failed or timed out.
+    #[error("wait for {what}: {message}")]
+    Wait {
+        /// What was awaited.
+        what: String,
+        /// Why it failed.
+        message: String,
+    },
     /// An object could not be encoded for a patch.
     #[error("encode {what}: {source}")]
     Encode {

@@ -1,5 +1,6 @@
-//! Adding and removing one finalizer. A JSON patch with a `test` of the current list makes a
-//! concurrent change fail (and requeue) instead of silently dropping someone's finalizer.
+//! Adding and removing one finalizer. The patch replaces the whole list but carries the
+//! object's `resourceVersion`, so a concurrent change fails with 409 Conflict (retried at once
+//! by the backoff policy) instead of silently dropping someone else's finalizer.
 
 use kube::{
     Api, Resource, ResourceExt,
@@ -53,24 +54,16 @@ where
     Ok(true)
 }
 
-async fn write<K>(api: &Api<K>, object: &K, current: Option<Vec<String>>, desired: Vec<String>) -> Result<()>
+async fn write<K>(api: &Api<K>, object: &K, _current: Option<Vec<String>>, desired: Vec<String>) -> Result<()>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
     let name = object.name_any();
     let kind = K::kind(&()).into_owned();
-    let operations = match current {
-        Some(current) => json!([
-            { "op": "test", "path": "/metadata/finalizers", "value": current },
-            { "op": "replace", "path": "/metadata/finalizers", "value": desired },
-        ]),
-        None => json!([{ "op": "add", "path": "/metadata/finalizers", "value": desired }]),
-    };
-    let patch: json_patch::Patch = serde_json::from_value(operations).map_err(|source| Error::Encode {
-        what: format!("{kind} finalizer patch"),
-        source,
-    })?;
-    api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
+    let patch = json!({
+        "metadata": { "resourceVersion": object.meta().resource_version, "finalizers": desired },
+    });
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|source| Error::Finalizer { kind, name, source })?;
     Ok(())

@@ -15,6 +15,7 @@
 
 pub mod apply;
 pub mod backoff;
+pub mod crds;
 pub mod error;
 pub mod finalizer;
 pub mod status;

@@ -1,10 +1,12 @@
 //! Finds or builds the control-plane multi-call binary (`tests/controlplane`, a Go module that
-//! links the upstream etcd, kube-apiserver, kube-controller-manager and kubectl).
+//! links the upstream etcd, kube-apiserver, kube-controller-manager and kubectl), and the
+//! shared machinery other built-on-first-use tools reuse ([`cached_artifact`], [`source_key`],
+//! [`go_build`]: the OCI registry of `crate::registry`, the JavaScript test plugin).
 //!
-//! The binary is cached outside the source tree under a key made of the module's sources, so a
-//! source change rebuilds it and a warm machine never does. Test binaries run in parallel and
-//! may all ask at once: a file lock serialises the build across processes, and the result is
-//! renamed into place atomically so nobody ever runs a half-written file.
+//! Artifacts are cached outside the source tree under a key made of their sources, so a source
+//! change rebuilds and a warm machine never does. Test binaries run in parallel and may all ask
+//! at once: a file lock serialises the build across processes, and the result is renamed into
+//! place atomically so nobody ever runs a half-written file.
 
 use std::{
     fs::{self, File},
@@ -60,11 +62,40 @@ pub fn controlplane_binary() -> Result<PathBuf> {
         return Ok(path);
     }
     let source = source_dir();
-    let key = source_key(&source)?;
-    let dir = cache_dir().join("controlplane").join(&key[..16]);
-    let binary = dir.join("controlplane");
-    if binary.is_file() {
-        return Ok(binary);
+    let key = source_key(&source, KUBERNETES_VERSION, is_go_input)?;
+    cached_artifact("controlplane", &key, "controlplane", |partial| {
+        let minor = KUBERNETES_VERSION.split('.').nth(1).unwrap_or("33");
+        let mut ldflags = vec!["-s".to_owned(), "-w".to_owned()];
+        for pkg in ["k8s.io/component-base/version", "k8s.io/client-go/pkg/version"] {
+            ldflags.push(format!("-X {pkg}.gitVersion={KUBERNETES_VERSION}"));
+            ldflags.push(format!("-X {pkg}.gitMajor=1"));
+            ldflags.push(format!("-X {pkg}.gitMinor={minor}"));
+        }
+        go_build(
+            &source,
+            partial,
+            &ldflags,
+            &format!("the control-plane binary ({KUBERNETES_VERSION})"),
+        )
+    })
+}
+
+/// The file `file` under `<cache>/<kind>/<key prefix>/`, made by `build` on first use.
+///
+/// `build` writes to the path it is given; the result is then renamed into place, so nobody
+/// ever sees a half-written file. A file lock in the directory serialises builds across
+/// processes (test binaries run in parallel), a mutex within this one. `key` is a hash of every
+/// input (see [`source_key`]): a changed input builds anew beside the old result.
+pub fn cached_artifact(
+    kind: &str,
+    key: &str,
+    file: &str,
+    build: impl FnOnce(&Path) -> Result<()>,
+) -> Result<PathBuf> {
+    let dir = cache_dir().join(kind).join(&key[..key.len().min(16)]);
+    let artifact = dir.join(file);
+    if artifact.is_file() {
+        return Ok(artifact);
     }
 
     let _in_process = BUILD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -73,25 +104,22 @@ pub fn controlplane_binary() -> Result<PathBuf> {
         File::create(dir.join(".lock")).map_err(|e| Error::Binary(format!("create build lock: {e}")))?;
     lock.lock()
         .map_err(|e| Error::Binary(format!("take build lock: {e}")))?;
-    if binary.is_file() {
-        return Ok(binary);
+    if artifact.is_file() {
+        return Ok(artifact);
     }
-    build(&source, &dir, &binary)?;
-    Ok(binary)
+    let partial = dir.join(format!("{file}.partial"));
+    build(&partial)?;
+    fs::rename(&partial, &artifact)
+        .map_err(|e| Error::Binary(format!("move built {file} into place: {e}")))?;
+    Ok(artifact)
 }
 
-fn build(source: &Path, dir: &Path, binary: &Path) -> Result<()> {
-    let partial = dir.join("controlplane.partial");
-    let minor = KUBERNETES_VERSION.split('.').nth(1).unwrap_or("33");
-    let mut ldflags = vec!["-s".to_owned(), "-w".to_owned()];
-    for pkg in ["k8s.io/component-base/version", "k8s.io/client-go/pkg/version"] {
-        ldflags.push(format!("-X {pkg}.gitVersion={KUBERNETES_VERSION}"));
-        ldflags.push(format!("-X {pkg}.gitMajor=1"));
-        ldflags.push(format!("-X {pkg}.gitMinor={minor}"));
-    }
+/// Builds the Go main package in module directory `source` into `out` (static, trimmed, with
+/// the module's committed go.sum and the local toolchain only).
+pub fn go_build(source: &Path, out: &Path, ldflags: &[String], what: &str) -> Result<()> {
     eprintln!(
-        "flotilla-testing: building the control-plane binary ({KUBERNETES_VERSION}) into {}; the first build takes several minutes",
-        dir.display()
+        "flotilla-testing: building {what} from {}; the first build takes minutes",
+        source.display()
     );
     let started = std::time::Instant::now();
     let output = Command::new("go")
@@ -99,7 +127,7 @@ fn build(source: &Path, dir: &Path, binary: &Path) -> Result<()> {
         .args(["build", "-trimpath", "-mod=readonly", "-ldflags"])
         .arg(ldflags.join(" "))
         .arg("-o")
-        .arg(&partial)
+        .arg(out)
         .arg(".")
         .env("CGO_ENABLED", "0")
         .env("GOTOOLCHAIN", "local")
@@ -117,31 +145,30 @@ fn build(source: &Path, dir: &Path, binary: &Path) -> Result<()> {
             tail.join("\n")
         )));
     }
-    fs::rename(&partial, binary).map_err(|e| Error::Binary(format!("move built binary into place: {e}")))?;
-    eprintln!(
-        "flotilla-testing: built the control-plane binary in {:.0?}",
-        started.elapsed()
-    );
+    eprintln!("flotilla-testing: built {what} in {:.0?}", started.elapsed());
     Ok(())
 }
 
-/// Hashes every input of the Go build: go.mod, go.sum and the `.go` files, in name order.
-fn source_key(source: &Path) -> Result<String> {
+/// Whether a file name is an input of a Go build: go.mod, go.sum or a `.go` file.
+pub fn is_go_input(name: &str) -> bool {
+    name == "go.mod" || name == "go.sum" || name.ends_with(".go")
+}
+
+/// Hashes `salt` and every file directly in `source` whose name `include` accepts, in name
+/// order: the cache key of what is built from them.
+pub fn source_key(source: &Path, salt: &str, include: impl Fn(&str) -> bool) -> Result<String> {
     let read_dir =
         fs::read_dir(source).map_err(|e| Error::Binary(format!("read {}: {e}", source.display())))?;
     let mut files: Vec<PathBuf> = read_dir
         .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            name == "go.mod" || name == "go.sum" || name.ends_with(".go")
-        })
+        .filter(|p| p.is_file() && include(p.file_name().and_then(|n| n.to_str()).unwrap_or_default()))
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(Error::Binary(format!("no Go sources in {}", source.display())));
+        return Err(Error::Binary(format!("no build inputs in {}", source.display())));
     }
     let mut hasher = Sha256::new();
-    hasher.update(KUBERNETES_VERSION.as_bytes());
+    hasher.update(salt.as_bytes());
     for file in files {
         let bytes = fs::read(&file).map_err(|e| Error::Binary(format!("read {}: {e}", file.display())))?;
         hasher.update(file.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default());

@@ -28,11 +28,7 @@ use k8s_openapi::{
     api::core::v1::ServiceAccount,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
-use kube::{
-    Api, Client, ResourceExt,
-    api::{Patch, PatchParams},
-    runtime::{conditions, wait::await_condition},
-};
+use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
 use tempfile::TempDir;
 
@@ -590,34 +586,12 @@ impl Drop for ControlPlane {
 
 /// Applies `crds` server-side and waits until each is established.
 pub async fn install_crds(client: &Client, crds: &[CustomResourceDefinition]) -> Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    for crd in crds {
-        let name = crd.name_any();
-        api.patch(&name, &params, &Patch::Apply(crd))
-            .await
-            .map_err(kube_err(format!("apply CRD {name}")))?;
-    }
-    for crd in crds {
-        let name = crd.name_any();
-        let established = await_condition(api.clone(), &name, conditions::is_crd_established());
-        match tokio::time::timeout(READY_TIMEOUT, established).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                return Err(Error::NotReady {
-                    what: format!("CRD {name} established"),
-                    message: e.to_string(),
-                });
-            }
-            Err(_) => {
-                return Err(Error::NotReady {
-                    what: format!("CRD {name} established"),
-                    message: "timed out".into(),
-                });
-            }
-        }
-    }
-    Ok(())
+    flotilla_kube::crds::install(client, crds, READY_TIMEOUT)
+        .await
+        .map_err(|e| Error::NotReady {
+            what: "CRDs".into(),
+            message: e.to_string(),
+        })
 }
 
 /// Reads the state of a detached control plane kept in `dir`.

@@ -18,6 +18,7 @@ pub mod controlplane;
 pub mod error;
 pub mod kubeconfig;
 pub mod pki;
+pub mod registry;
 pub mod shared;
 pub mod wait;
 

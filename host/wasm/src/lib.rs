@@ -2,7 +2,10 @@
 //! component (contract: `wit/flotilla-addon@0.1.0`).
 //!
 //! ```text
-//!   AddOnPlugin CR ──bytes, digest, limits──▶ PluginRegistry ── slot per add-on ──▶ Arc<Plugin>
+//!   AddOnPlugin CR ─▶ controller (reconcile, status conditions, backoff)
+//!                       └─ fetch: ConfigMap (gzip) | OCI (CNCF Wasm layout, pull secret),
+//!                          capped before reading, layer and spec digests checked
+//!                  ──bytes, digest, limits──▶ PluginRegistry ── slot per add-on ──▶ Arc<Plugin>
 //!                                                  │ install: validate + compile +
 //!                                                  ▼ describe beside the running revision
 //!   Runtime: one Engine · epoch ticker thread · Linker (host log + WASI, nothing granted)
@@ -20,24 +23,32 @@
 //! call that caused it; see [`Plugin`] for what each hook returns on a fault.
 //!
 //! Start with [`Runtime::new`], then [`PluginRegistry::install`] and
-//! [`PluginRegistry::get`].
+//! [`PluginRegistry::get`]; on a hub, [`controller::run`] does the installing from `AddOnPlugin`
+//! objects and the add-on manager looks plugins up with [`PluginRegistry::get`] by add-on name.
+//! [`inspect`] and [`fetch::oci::push`] serve `flotilla plugin inspect|push`; [`inputs`] turns
+//! Kubernetes objects into hook inputs for `flotilla plugin run` and the add-on manager alike.
 #![deny(missing_docs)]
 
 mod bindings;
 mod cache;
+pub mod controller;
 mod digest;
 mod error;
+pub mod fetch;
 mod host;
+pub mod inputs;
+pub mod inspect;
 mod limits;
 mod metrics;
 mod plugin;
+pub mod reasons;
 mod registry;
 mod runtime;
 mod state;
 pub mod validate;
 
 pub use digest::{Digest, ParseDigestError};
-pub use error::{Error, Fault, Result, ValidationError};
+pub use error::{Error, Fault, FetchError, Result, ValidationError};
 pub use limits::Limits;
 pub use metrics::{CacheResult, Metrics};
 pub use plugin::{Hook, Plugin};

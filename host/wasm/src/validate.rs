@@ -85,15 +85,22 @@ pub(crate) fn check_component_type(
     component: &Component,
 ) -> Result<Version, ValidationError> {
     let ty = component.component_type();
+    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_owned()).collect();
+    let imports: Vec<String> = ty.imports(engine).map(|(name, _)| name.to_owned()).collect();
+    check_names(&exports, &imports)
+}
+
+/// The name-level checks of [`check_component_type`], on the top-level export and import names
+/// of a component (as read by wasmtime after compiling, or by [`crate::inspect`] without).
+pub fn check_names(exports: &[String], imports: &[String]) -> Result<Version, ValidationError> {
     let window = supported()?;
     let hooks_prefix = format!("{WIT_PACKAGE}/hooks@");
 
-    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_owned()).collect();
     let found = exports
         .iter()
         .find_map(|name| name.strip_prefix(&hooks_prefix))
         .ok_or_else(|| ValidationError::MissingHooks {
-            exports: exports.clone(),
+            exports: exports.to_vec(),
         })?;
     let version = Version::parse(found).map_err(|_| ValidationError::UnsupportedWitVersion {
         found: found.to_owned(),
@@ -107,7 +114,7 @@ pub(crate) fn check_component_type(
     }
 
     let mut forbidden = Vec::new();
-    for (name, _) in ty.imports(engine) {
+    for name in imports {
         let (package, import_version) = split_import(name);
         if let Some(interface) = package.strip_prefix(&format!("{WIT_PACKAGE}/")) {
             match import_version.and_then(|v| Version::parse(v).ok()) {

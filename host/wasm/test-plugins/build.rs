@@ -16,6 +16,8 @@ use std::process::Command;
 /// Plugin crates to build: (constant name, crate name). Every crate in `plugins/Cargo.toml`.
 const PLUGINS: &[(&str, &str)] = &[
     ("HELLOWORLD", "helloworld"),
+    ("HELLOWORLD_CONFIG", "helloworld-config"),
+    ("CUSTOM_SIGNER", "custom-signer"),
     ("REVISION_B", "revision-b"),
     ("HOSTILE_LOOP", "hostile-loop"),
     ("HOSTILE_MEMORY", "hostile-memory"),

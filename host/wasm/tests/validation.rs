@@ -4,45 +4,9 @@
 
 mod common;
 
-use common::{hostile_limits, load, runtime};
+use common::{component_from_wit, contract_wit, hostile_limits, load, runtime};
 use flotilla_test_plugins as plugins;
 use flotilla_wasm::{Digest, Error, Fault, Limits, ValidationError};
-
-/// The released 0.1.0 contract as one WIT document (world first, for the package header).
-fn contract_wit() -> String {
-    let world = include_str!("../../../wit/flotilla-addon@0.1.0/world.wit");
-    let types = include_str!("../../../wit/flotilla-addon@0.1.0/types.wit");
-    format!("{world}\n{types}")
-}
-
-/// A component for `world` in `wit` (after `deps`), with a dummy core module whose functions
-/// trap: enough to be inspected and linked, not to run.
-fn component_from_wit(deps: &[&str], wit: &str, world: &str) -> Vec<u8> {
-    let mut resolve = wit_parser::Resolve::default();
-    for (i, dep) in deps.iter().enumerate() {
-        resolve
-            .push_str(format!("dep{i}.wit"), dep)
-            .expect("dependency WIT parses");
-    }
-    let package = resolve.push_str("main.wit", wit).expect("WIT parses");
-    let world = resolve
-        .select_world(&[package], Some(world))
-        .expect("world exists");
-    let mut module = wit_component::dummy_module(&resolve, world, wit_parser::ManglingAndAbi::Standard32);
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .expect("metadata embeds");
-    wit_component::ComponentEncoder::default()
-        .module(&module)
-        .expect("module is accepted")
-        .validate(true)
-        .encode()
-        .expect("component encodes")
-}
 
 async fn refuse(bytes: Vec<u8>) -> Error {
     runtime()

@@ -1,1 +1,135 @@
-//! The hub side of registration (see the crate docs).
+//! The hub side of registration: the controllers `flotilla hub` runs so that clusters can
+//! join, stay isolated from each other, report health and leave cleanly.
+//!
+//! ```text
+//!  watches                          controller          writes
+//!  ManagedCluster, cluster RBAC ──▶ accept ───────────▶ namespace, RBAC, lease, HubAccepted,
+//!                                                       api-resource-cleanup, clusterset label
+//!  CSR (cluster-name label) ──────▶ csr ──────────────▶ /approval (renewals of accepted agents)
+//!  ManagedCluster, Lease, MCA ────▶ lease ────────────▶ Available Unknown (cluster, add-ons)
+//!  ManagedCluster ────────────────▶ taint ────────────▶ spec.taints unreachable/unavailable
+//!  ManagedClusterSet, clusters ───▶ clusterset ───────▶ ClusterSetEmpty; default/global sets
+//!  ManagedClusterSetBinding, sets ▶ clustersetbinding ▶ Bound
+//!  ManagedCluster ────────────────▶ deletion ─────────▶ resource-cleanup, add-on/work removal,
+//!                                                       Deleting, RBAC removal
+//! ```
+//!
+//! Each controller is a module with `mod.rs` (what it watches), `reconcile.rs` (one reconcile
+//! of one object) and, where the module has logic of its own, `tests.rs`; the decisions
+//! themselves are pure functions in `flotilla_core::registration::hub`. [`run`] starts them
+//! all and runs until the returned future is dropped.
+
+mod accept;
+mod clusterset;
+mod clustersetbinding;
+mod csr;
+mod deletion;
+pub mod error;
+mod lease;
+pub mod rbac;
+mod taint;
+mod write;
+
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::{
+    Api, Client, Resource,
+    runtime::{controller, reflector::ObjectRef, watcher},
+};
+
+pub use error::{Error, Result};
+pub use rbac::hub_cluster_roles;
+
+/// Settings of the hub controllers; the defaults are OCM's.
+#[derive(Clone, Debug)]
+pub struct HubOptions {
+    /// How often every object is looked at again without a change: repairs drift (a deleted
+    /// RoleBinding, an edited set) and revisits CSRs whose cluster has since been accepted.
+    pub resync: Duration,
+    /// How soon a deleted cluster's clean-up looks again while add-ons or works remain.
+    pub cleanup_requeue: Duration,
+    /// How often the hub checks that the `default` and `global` cluster sets exist.
+    pub hub_sets_interval: Duration,
+}
+
+impl Default for HubOptions {
+    fn default() -> Self {
+        Self {
+            resync: Duration::from_secs(300),
+            cleanup_requeue: Duration::from_secs(5),
+            hub_sets_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Installs the hub-wide ClusterRoles, then runs every hub registration controller
+/// concurrently. The controllers run until the future is dropped; an error means the
+/// ClusterRoles could not be installed.
+pub async fn run(client: Client, options: HubOptions) -> Result<()> {
+    ensure_hub_cluster_roles(&client).await?;
+    tracing::info!("hub registration controllers starting");
+    futures::join!(
+        accept::run(client.clone(), options.clone()),
+        csr::run(client.clone(), options.clone()),
+        lease::run(client.clone(), options.clone()),
+        taint::run(client.clone(), options.clone()),
+        clusterset::run(client.clone(), options.clone()),
+        clustersetbinding::run(client.clone(), options.clone()),
+        deletion::run(client, options),
+    );
+    Ok(())
+}
+
+/// Applies [`hub_cluster_roles`] server-side (field manager `flotilla`).
+pub async fn ensure_hub_cluster_roles(client: &Client) -> Result<()> {
+    let api: Api<ClusterRole> = Api::all(client.clone());
+    for role in hub_cluster_roles() {
+        flotilla_kube::apply::apply(&api, &role).await?;
+    }
+    Ok(())
+}
+
+/// Drives a controller's output stream, logging what went wrong: failed reconciles at trace
+/// level (the error policy already logged them), requeues of deleted objects at debug level,
+/// everything else (watch or queue trouble) as a warning.
+async fn drive<K, S>(name: &'static str, results: S)
+where
+    K: Resource,
+    S: Stream<Item = Result<(ObjectRef<K>, controller::Action), controller::Error<Error, watcher::Error>>>,
+{
+    results
+        .for_each(|result| {
+            match result {
+                Ok((object, _)) => tracing::trace!(controller = name, %object, "reconciled"),
+                Err(controller::Error::ReconcilerFailed(error, object)) => {
+                    tracing::trace!(controller = name, %object, %error, "reconcile failed");
+                }
+                // A requeued object that was deleted meanwhile: expected, nothing to do.
+                Err(controller::Error::ObjectNotFound(object)) => {
+                    tracing::debug!(controller = name, %object, "object gone before its requeue");
+                }
+                Err(error) => tracing::warn!(controller = name, %error, "controller trouble"),
+            }
+            std::future::ready(())
+        })
+        .await;
+}
+
+/// The error policy of every hub controller: log, then back off (1 s after a conflict, 10 s
+/// otherwise). Conflicts are routine where several writers share an object (the agent and
+/// four hub controllers write a ManagedCluster), so they are logged at debug level only.
+fn requeue_after_error<K: Resource<DynamicType = ()>>(
+    controller_name: &'static str,
+    object: &K,
+    error: &Error,
+) -> controller::Action {
+    let object = ObjectRef::from_obj(object);
+    if error.status_code() == Some(409) {
+        tracing::debug!(controller = controller_name, %object, %error, "conflict; retrying");
+    } else {
+        tracing::warn!(controller = controller_name, %object, %error, "reconcile failed; retrying");
+    }
+    flotilla_kube::backoff::requeue_after(error)
+}

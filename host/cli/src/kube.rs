@@ -1,0 +1,42 @@
+//! Clients for the clusters a command talks to, from `--kubeconfig` and `--context`
+//! (default `$KUBECONFIG`, then `~/.kube/config`).
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use kube::{
+    Client, Config,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+use crate::cli::GlobalArgs;
+
+/// The kubeconfig a command uses: the given path, else kube's default search.
+pub fn kubeconfig(path: Option<&Path>) -> anyhow::Result<Kubeconfig> {
+    match path {
+        Some(path) => {
+            Kubeconfig::read_from(path).with_context(|| format!("read kubeconfig {}", path.display()))
+        }
+        None => Kubeconfig::read()
+            .context("read kubeconfig ($KUBECONFIG or ~/.kube/config; or pass --kubeconfig)"),
+    }
+}
+
+/// A client for the cluster named by `path` (or the default) and the global `--context`.
+pub async fn client_for(path: Option<&Path>, global: &GlobalArgs) -> anyhow::Result<(Client, Config)> {
+    let kubeconfig = kubeconfig(path)?;
+    let options = KubeConfigOptions {
+        context: global.context.clone(),
+        ..Default::default()
+    };
+    let config = Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .context("load kubeconfig")?;
+    let client = Client::try_from(config.clone()).context("build Kubernetes client")?;
+    Ok((client, config))
+}
+
+/// A client for the cluster of the global `--kubeconfig`.
+pub async fn client(global: &GlobalArgs) -> anyhow::Result<(Client, Config)> {
+    client_for(global.kubeconfig.as_deref(), global).await
+}

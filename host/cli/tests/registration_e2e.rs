@@ -1,0 +1,380 @@
+//! Registration end to end, with the real `flotilla` binary and three separate control planes
+//! (a hub and two managed clusters): init → hub → join → accept → Joined/Available, an agent
+//! that stops and comes back, and kubectl/`flotilla get` showing it all.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly at the first unexpected error"
+)]
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+    time::Duration,
+};
+
+use flotilla_api::cluster::{
+    consts::{TAINT_UNREACHABLE, managed_cluster as mc},
+    v1::ManagedCluster,
+};
+use flotilla_core::conditions;
+use flotilla_testing::{ControlPlane, wait};
+use kube::Api;
+
+fn flotilla_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_flotilla"))
+}
+
+fn flotilla(state: &Path, kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new(flotilla_binary())
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env("FLOTILLA_STATE_DIR", state)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap()
+}
+
+fn ok(output: Output) -> String {
+    assert!(
+        output.status.success(),
+        "flotilla failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Stops the `--local` klusterlets `flotilla join` started, also when the test fails: they run
+/// detached and would outlive it.
+struct Klusterlets(PathBuf);
+
+impl Drop for Klusterlets {
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir(self.0.join("klusterlets")) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Ok(text) = std::fs::read_to_string(entry.path().join("state.json")) else {
+                continue;
+            };
+            let Ok(state) = serde_json::from_str::<serde_json::Value>(&text) else {
+                continue;
+            };
+            if let Some(pid) = state["pid"].as_u64() {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+/// A child process killed when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn condition(cluster: &ManagedCluster, type_: &str) -> Option<String> {
+    let conditions = cluster.status.as_ref()?.conditions.as_ref()?;
+    conditions::find(conditions, type_).map(|c| c.status.clone())
+}
+
+async fn await_cluster(
+    clusters: &Api<ManagedCluster>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&ManagedCluster) -> bool,
+) -> ManagedCluster {
+    let result = wait::until(&format!("{name}: {what}"), Duration::from_secs(120), || {
+        let clusters = clusters.clone();
+        let check = &check;
+        async move { Ok::<_, kube::Error>(clusters.get_opt(name).await?.filter(|c| check(c))) }
+    })
+    .await;
+    match result {
+        Ok(cluster) => cluster,
+        Err(e) => {
+            let last = clusters.get_opt(name).await.ok().flatten();
+            panic!(
+                "{e}; last seen: {}",
+                serde_json::to_string_pretty(&last).unwrap_or_default()
+            )
+        }
+    }
+}
+
+fn joined_and_available(c: &ManagedCluster) -> bool {
+    condition(c, mc::CONDITION_HUB_ACCEPTED).as_deref() == Some("True")
+        && condition(c, mc::CONDITION_JOINED).as_deref() == Some("True")
+        && condition(c, mc::CONDITION_AVAILABLE).as_deref() == Some("True")
+}
+
+fn has_taint(c: &ManagedCluster, key: &str) -> bool {
+    c.spec.taints.iter().any(|t| t.key == key)
+}
+
+fn klusterlet_pid(state: &Path, cluster: &str) -> u32 {
+    let text = std::fs::read_to_string(state.join("klusterlets").join(cluster).join("state.json")).unwrap();
+    serde_json::from_str::<serde_json::Value>(&text).unwrap()["pid"]
+        .as_u64()
+        .unwrap() as u32
+}
+
+#[tokio::test]
+async fn clusters_join_get_accepted_become_available_and_recover_after_an_agent_outage() {
+    let (hub, one, two) = tokio::join!(
+        ControlPlane::start("hub"),
+        ControlPlane::start("cluster1"),
+        ControlPlane::start("cluster2")
+    );
+    let (hub, one, two) = (hub.unwrap(), one.unwrap(), two.unwrap());
+    let state = tempfile::tempdir().unwrap();
+    let _klusterlets = Klusterlets(state.path().to_owned());
+    let state = state.path();
+
+    let join_line = ok(flotilla(state, hub.admin_kubeconfig(), &["init"]));
+    let token = join_line
+        .split_whitespace()
+        .skip_while(|w| *w != "--hub-token")
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    assert!(
+        join_line.contains(&format!("--hub-apiserver {}", hub.server())),
+        "{join_line}"
+    );
+    // `get token` prints the same command again.
+    assert_eq!(
+        ok(flotilla(state, hub.admin_kubeconfig(), &["get", "token"])).trim(),
+        join_line.trim()
+    );
+
+    // The hub runs as the service account of deploy/hub, proving its ClusterRole suffices.
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/hub/hub.yaml");
+    let applied = hub.kubectl().args(["apply", "-f", manifests]).output().unwrap();
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let hub_identity = state.join("hub-sa.kubeconfig");
+    std::fs::write(
+        &hub_identity,
+        hub.kubeconfig_for(
+            "system:serviceaccount:open-cluster-management-hub:flotilla-hub",
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:open-cluster-management-hub",
+            ],
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let hub_log = std::fs::File::create(state.join("hub.log")).unwrap();
+    let _hub_process = Running(
+        Command::new(flotilla_binary())
+            .arg("hub")
+            .arg("--kubeconfig")
+            .arg(&hub_identity)
+            .stdin(Stdio::null())
+            .stdout(hub_log.try_clone().unwrap())
+            .stderr(hub_log)
+            .spawn()
+            .unwrap(),
+    );
+
+    for (name, cp) in [("cluster1", &one), ("cluster2", &two)] {
+        let accept_line = ok(flotilla(
+            state,
+            cp.admin_kubeconfig(),
+            &[
+                "join",
+                "--hub-token",
+                &token,
+                "--hub-apiserver",
+                hub.server(),
+                "--cluster-name",
+                name,
+                "--local",
+                "--lease-duration-seconds=2",
+            ],
+        ));
+        assert_eq!(accept_line.trim(), format!("flotilla accept --clusters {name}"));
+    }
+    ok(flotilla(
+        state,
+        hub.admin_kubeconfig(),
+        &["accept", "--clusters", "cluster1,cluster2", "--timeout", "90s"],
+    ));
+
+    // Leases of 2 s (set at join) make an outage show within seconds: grace is 5 × 2 s.
+    let clusters: Api<ManagedCluster> = Api::all(hub.admin_client().await.unwrap());
+    for name in ["cluster1", "cluster2"] {
+        await_cluster(
+            &clusters,
+            name,
+            "accepted, joined and available",
+            joined_and_available,
+        )
+        .await;
+    }
+
+    let listed = hub.kubectl().args(["get", "managedclusters"]).output().unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    for name in ["cluster1", "cluster2"] {
+        let row = listed
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} missing:\n{listed}"));
+        let columns: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&columns[..2], [name, "true"], "{row}");
+        assert!(columns.contains(&"True"), "{row}");
+    }
+    let sets = ok(flotilla(state, hub.admin_kubeconfig(), &["get", "clustersets"]));
+    assert!(
+        sets.lines()
+            .any(|l| l.starts_with("default") && l.contains("2 ManagedClusters selected")),
+        "{sets}"
+    );
+    assert!(
+        sets.lines()
+            .any(|l| l.starts_with("global") && l.contains("2 ManagedClusters selected")),
+        "{sets}"
+    );
+    let table = ok(flotilla(state, hub.admin_kubeconfig(), &["get", "clusters"]));
+    assert!(table.starts_with("NAME"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("cluster1") && l.contains("true") && l.contains("True")),
+        "{table}"
+    );
+
+    let pid = klusterlet_pid(state, "cluster1");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let down = await_cluster(&clusters, "cluster1", "Unknown with the unreachable taint", |c| {
+        condition(c, mc::CONDITION_AVAILABLE).as_deref() == Some("Unknown") && has_taint(c, TAINT_UNREACHABLE)
+    })
+    .await;
+    let taint = down
+        .spec
+        .taints
+        .iter()
+        .find(|t| t.key == TAINT_UNREACHABLE)
+        .unwrap();
+    assert!(taint.time_added.is_some(), "the hub stamps timeAdded");
+    let other = clusters.get("cluster2").await.unwrap();
+    assert!(
+        joined_and_available(&other) && !has_taint(&other, TAINT_UNREACHABLE),
+        "cluster2 must be unaffected"
+    );
+
+    // The agent comes back (joining again restarts it with the stored identity).
+    ok(flotilla(
+        state,
+        one.admin_kubeconfig(),
+        &[
+            "join",
+            "--hub-token",
+            &token,
+            "--hub-apiserver",
+            hub.server(),
+            "--cluster-name",
+            "cluster1",
+            "--local",
+            "--lease-duration-seconds=2",
+        ],
+    ));
+    await_cluster(&clusters, "cluster1", "available again without the taint", |c| {
+        joined_and_available(c) && !has_taint(c, TAINT_UNREACHABLE)
+    })
+    .await;
+
+    for (name, cp) in [("cluster1", &one), ("cluster2", &two)] {
+        ok(flotilla(
+            state,
+            cp.admin_kubeconfig(),
+            &["unjoin", "--cluster-name", name],
+        ));
+    }
+}
+
+#[tokio::test]
+async fn join_refuses_a_wrong_token_and_a_bad_cluster_name_with_a_reason() {
+    let (hub, managed) = tokio::join!(ControlPlane::start("hub-bad"), ControlPlane::start("managed-bad"));
+    let (hub, managed) = (hub.unwrap(), managed.unwrap());
+    let state = tempfile::tempdir().unwrap();
+    let join_line = ok(flotilla(state.path(), hub.admin_kubeconfig(), &["init"]));
+    let token = join_line
+        .split_whitespace()
+        .skip_while(|w| *w != "--hub-token")
+        .nth(1)
+        .unwrap()
+        .to_owned();
+
+    let (id, _) = token.split_once('.').unwrap();
+    let forged = format!("{id}.0000000000000000");
+    let output = flotilla(
+        state.path(),
+        managed.admin_kubeconfig(),
+        &[
+            "join",
+            "--hub-token",
+            &forged,
+            "--hub-apiserver",
+            hub.server(),
+            "--cluster-name",
+            "c1",
+            "--local",
+        ],
+    );
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cluster-info"), "{stderr}");
+
+    let output = flotilla(
+        state.path(),
+        managed.admin_kubeconfig(),
+        &[
+            "join",
+            "--hub-token",
+            &token,
+            "--hub-apiserver",
+            hub.server(),
+            "--cluster-name",
+            "Not.Valid",
+            "--local",
+        ],
+    );
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not a valid namespace name"));
+
+    let output = flotilla(
+        state.path(),
+        managed.admin_kubeconfig(),
+        &[
+            "join",
+            "--hub-token",
+            "nonsense",
+            "--hub-apiserver",
+            hub.server(),
+            "--cluster-name",
+            "c1",
+            "--local",
+        ],
+    );
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--hub-token must look like"));
+}

@@ -1,0 +1,202 @@
+//! Cluster availability from the agent's lease, as OCM's hub lease controller judges it.
+//!
+//! The agent bumps `renewTime` of Lease `managed-cluster-lease` in the cluster namespace every
+//! `leaseDurationSeconds`. The hub gives it five periods of grace:
+//!
+//! ```text
+//!  renewTime ──────────── + 5 × leaseDurationSeconds (0 ⇒ 60 ⇒ 300 s) ──▶ expiry
+//!  now < expiry: fresh, look again at expiry     now ≥ expiry: Available Unknown
+//! ```
+//!
+//! While the cluster is Unknown, its add-ons cannot report either, so every
+//! ManagedClusterAddOn's `Available` becomes Unknown with the cluster's reason and message.
+
+use std::time::Duration;
+
+use flotilla_api::{
+    addon::consts::managed_cluster_addon::CONDITION_AVAILABLE as ADDON_CONDITION_AVAILABLE,
+    cluster::consts::managed_cluster::{CONDITION_AVAILABLE, REASON_LEASE_UPDATE_STOPPED},
+};
+use k8s_openapi::{
+    apimachinery::pkg::apis::meta::v1::Condition,
+    jiff::{SignedDuration, Timestamp},
+};
+
+use crate::conditions::{self, NewCondition, UNKNOWN};
+
+/// How many lease periods may pass without a renewal before the cluster is Unknown.
+pub const GRACE_PERIODS: u32 = 5;
+/// The lease period when the cluster sets none (`leaseDurationSeconds: 0`).
+pub const DEFAULT_LEASE_DURATION_SECONDS: u64 = 60;
+
+/// The lease period the agent renews at: `leaseDurationSeconds`, or 60 s when it is 0.
+pub fn lease_duration(lease_duration_seconds: i32) -> Duration {
+    match u64::try_from(lease_duration_seconds) {
+        Ok(seconds) if seconds > 0 => Duration::from_secs(seconds),
+        _ => Duration::from_secs(DEFAULT_LEASE_DURATION_SECONDS),
+    }
+}
+
+/// How long after its last renewal a lease expires: 5 × the lease period.
+pub fn grace_period(lease_duration_seconds: i32) -> Duration {
+    lease_duration(lease_duration_seconds).saturating_mul(GRACE_PERIODS)
+}
+
+/// What the lease says about the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseState {
+    /// Renewed recently enough; it expires at `expires_at` unless renewed again.
+    Fresh {
+        /// The moment the lease expires.
+        expires_at: Timestamp,
+    },
+    /// Not renewed within the grace period (or never renewed).
+    Expired,
+}
+
+/// Judges a lease last renewed at `renew_time` (`None`: never) at `now`.
+pub fn lease_state(renew_time: Option<Timestamp>, lease_duration_seconds: i32, now: Timestamp) -> LeaseState {
+    let Some(renewed) = renew_time else {
+        return LeaseState::Expired;
+    };
+    let grace = SignedDuration::try_from(grace_period(lease_duration_seconds)).unwrap_or(SignedDuration::MAX);
+    match renewed.checked_add(grace) {
+        Ok(expires_at) if now < expires_at => LeaseState::Fresh { expires_at },
+        // Overflow means "far in the future".
+        Err(_) => LeaseState::Fresh {
+            expires_at: Timestamp::MAX,
+        },
+        Ok(_) => LeaseState::Expired,
+    }
+}
+
+/// How long to wait from `now` until `expires_at` (zero if already past).
+pub fn until(expires_at: Timestamp, now: Timestamp) -> Duration {
+    Duration::try_from(expires_at.duration_since(now)).unwrap_or(Duration::ZERO)
+}
+
+/// `ManagedClusterConditionAvailable` Unknown because the lease expired.
+pub fn lease_stopped_condition() -> NewCondition<'static> {
+    NewCondition {
+        type_: CONDITION_AVAILABLE,
+        status: UNKNOWN,
+        reason: REASON_LEASE_UPDATE_STOPPED,
+        message: "Registration agent stopped updating its lease.".to_owned(),
+        observed_generation: None,
+    }
+}
+
+/// The Available condition to set on an expired cluster, or `None` when it is already
+/// Unknown (whatever the reason: the hub does not overwrite an Unknown it did not set).
+pub fn expired_cluster_condition(cluster_conditions: &[Condition]) -> Option<NewCondition<'static>> {
+    match conditions::find(cluster_conditions, CONDITION_AVAILABLE) {
+        Some(c) if c.status == UNKNOWN => None,
+        _ => Some(lease_stopped_condition()),
+    }
+}
+
+/// The `Available` condition to set on an add-on of a cluster whose Available condition is
+/// `cluster_available`: Unknown with the cluster's reason and message while the cluster is
+/// Unknown and the add-on is not; otherwise `None` (leave the add-on alone).
+pub fn addon_condition<'a>(
+    cluster_available: Option<&'a Condition>,
+    addon_conditions: &[Condition],
+) -> Option<NewCondition<'a>> {
+    let cluster = cluster_available.filter(|c| c.status == UNKNOWN)?;
+    if conditions::find(addon_conditions, ADDON_CONDITION_AVAILABLE).is_some_and(|c| c.status == UNKNOWN) {
+        return None;
+    }
+    Some(NewCondition {
+        type_: ADDON_CONDITION_AVAILABLE,
+        status: UNKNOWN,
+        reason: &cluster.reason,
+        message: cluster.message.clone(),
+        observed_generation: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use rstest::rstest;
+
+    use super::*;
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(seconds).unwrap()
+    }
+
+    fn condition(type_: &str, status: &str, reason: &str) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: format!("{reason} message"),
+            observed_generation: None,
+            last_transition_time: Time(at(0)),
+        }
+    }
+
+    #[rstest]
+    #[case::set(2, 10)]
+    #[case::one_second(1, 5)]
+    #[case::zero_means_sixty(0, 300)]
+    #[case::negative_means_sixty(-5, 300)]
+    #[case::default(60, 300)]
+    fn the_grace_is_five_lease_periods(#[case] lease_seconds: i32, #[case] grace_seconds: u64) {
+        assert_eq!(grace_period(lease_seconds), Duration::from_secs(grace_seconds));
+    }
+
+    #[test]
+    fn a_lease_is_fresh_until_the_grace_ends_and_expired_from_then_on() {
+        assert_eq!(
+            lease_state(Some(at(100)), 2, at(109)),
+            LeaseState::Fresh { expires_at: at(110) }
+        );
+        assert_eq!(lease_state(Some(at(100)), 2, at(110)), LeaseState::Expired);
+        assert_eq!(lease_state(Some(at(100)), 2, at(500)), LeaseState::Expired);
+        assert_eq!(lease_state(None, 2, at(100)), LeaseState::Expired);
+    }
+
+    #[test]
+    fn the_next_look_is_at_expiry() {
+        assert_eq!(until(at(110), at(104)), Duration::from_secs(6));
+        assert_eq!(until(at(110), at(120)), Duration::ZERO);
+    }
+
+    #[test]
+    fn an_expired_cluster_becomes_unknown_once() {
+        let available = vec![condition(CONDITION_AVAILABLE, "True", "ManagedClusterAvailable")];
+        let set = expired_cluster_condition(&available).unwrap();
+        assert_eq!((set.status, set.reason), (UNKNOWN, REASON_LEASE_UPDATE_STOPPED));
+        assert!(expired_cluster_condition(&[]).is_some());
+        let unknown = vec![condition(CONDITION_AVAILABLE, UNKNOWN, "Other")];
+        assert_eq!(expired_cluster_condition(&unknown), None);
+    }
+
+    #[test]
+    fn addons_copy_the_clusters_unknown() {
+        let cluster = condition(CONDITION_AVAILABLE, UNKNOWN, REASON_LEASE_UPDATE_STOPPED);
+        let healthy = vec![condition(
+            ADDON_CONDITION_AVAILABLE,
+            "True",
+            "ManagedClusterAddOnLeaseUpdated",
+        )];
+        let set = addon_condition(Some(&cluster), &healthy).unwrap();
+        assert_eq!(set.status, UNKNOWN);
+        assert_eq!(set.reason, REASON_LEASE_UPDATE_STOPPED);
+        assert_eq!(set.message, cluster.message);
+        assert!(addon_condition(Some(&cluster), &[]).is_some());
+    }
+
+    #[test]
+    fn addons_are_left_alone_unless_the_cluster_is_unknown() {
+        let healthy = vec![condition(ADDON_CONDITION_AVAILABLE, "True", "Fine")];
+        let available = condition(CONDITION_AVAILABLE, "True", "ManagedClusterAvailable");
+        assert_eq!(addon_condition(Some(&available), &healthy), None);
+        assert_eq!(addon_condition(None, &healthy), None);
+        let cluster = condition(CONDITION_AVAILABLE, UNKNOWN, REASON_LEASE_UPDATE_STOPPED);
+        let unknown = vec![condition(ADDON_CONDITION_AVAILABLE, UNKNOWN, "Whatever")];
+        assert_eq!(addon_condition(Some(&cluster), &unknown), None);
+    }
+}

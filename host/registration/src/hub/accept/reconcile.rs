@@ -1,0 +1,247 @@
+//! One reconcile of one ManagedCluster by the accept controller:
+//!
+//! ```text
+//!  deleting? ─yes─▶ leave it to the deletion controller
+//!  no clusterset label? ─▶ label it `default` (DefaultClusterSet)
+//!  acceptance(hubAcceptsClient, HubAcceptedManagedCluster):
+//!    Accept: name a valid namespace name? ─no─▶ False Error (no retry storm: wait for resync)
+//!            finalizer api-resource-cleanup, namespace <c>, ClusterRole/Binding, RoleBindings,
+//!            Lease managed-cluster-lease (created once; the agent renews it)
+//!            ⇒ True HubClusterAdminAccepted, or False Error with what failed
+//!    Revoke: ClusterRole read-only, RoleBindings deleted ⇒ False HubClusterAdminDenied
+//!    Ignore: nothing
+//! ```
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use flotilla_api::cluster::{
+    consts::{API_RESOURCE_CLEANUP_FINALIZER, CLUSTER_NAME_LABEL, CLUSTER_SET_LABEL, DEFAULT_CLUSTER_SET},
+    v1::ManagedCluster,
+};
+use flotilla_core::{
+    conditions::{self, NewCondition},
+    registration::hub::{
+        acceptance::{self, Acceptance},
+        clusterset, lease,
+    },
+};
+use k8s_openapi::{
+    api::{
+        coordination::v1::{Lease, LeaseSpec},
+        core::v1::Namespace,
+        rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding},
+    },
+    apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, ObjectMeta},
+    jiff::Timestamp,
+};
+use kube::{Api, Client, ResourceExt, api::PostParams, runtime::controller::Action};
+
+use super::Context;
+use crate::{
+    hub::{
+        error::{Error, Result},
+        rbac, write,
+    },
+    names,
+};
+
+/// Reconciles one ManagedCluster (see the module docs).
+pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context>) -> Result<Action> {
+    if cluster.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let api: Api<ManagedCluster> = Api::all(context.client.clone());
+    let mut cluster = (*cluster).clone();
+    if clusterset::needs_default_set_label(cluster.labels()) {
+        cluster = write::add_label(&api, &cluster, CLUSTER_SET_LABEL, DEFAULT_CLUSTER_SET).await?;
+    }
+    let current = current_conditions(&cluster);
+    match acceptance::acceptance(cluster.spec.hub_accepts_client, &current) {
+        Acceptance::Accept => accept(&api, cluster, current, &context).await,
+        Acceptance::Revoke => revoke(&api, &cluster, current, &context).await,
+        Acceptance::Ignore => Ok(Action::requeue(context.options.resync)),
+    }
+}
+
+fn current_conditions(cluster: &ManagedCluster) -> Vec<Condition> {
+    cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default()
+}
+
+/// Writes the HubAcceptedManagedCluster condition if it changed.
+async fn set_condition(
+    api: &Api<ManagedCluster>,
+    cluster: &ManagedCluster,
+    current: &[Condition],
+    condition: NewCondition<'_>,
+) -> Result<()> {
+    let mut desired = current.to_vec();
+    if conditions::set(&mut desired, condition, Timestamp::now()) {
+        write::patch_conditions(api, cluster, current, &desired).await?;
+    }
+    Ok(())
+}
+
+async fn accept(
+    api: &Api<ManagedCluster>,
+    cluster: ManagedCluster,
+    current: Vec<Condition>,
+    context: &Context,
+) -> Result<Action> {
+    let name = cluster.name_any();
+    if let Err(message) = acceptance::validate_namespace_name(&name) {
+        tracing::warn!(cluster = %name, %message, "cannot accept cluster");
+        set_condition(api, &cluster, &current, acceptance::error_condition(message)).await?;
+        // Nothing changes until the object does; the resync is only a safety net.
+        return Ok(Action::requeue(context.options.resync));
+    }
+    let cluster = write::add_finalizer(api, &cluster, API_RESOURCE_CLEANUP_FINALIZER).await?;
+
+    let client = &context.client;
+    let mut errors = Vec::new();
+    let cluster_scoped = async {
+        flotilla_kube::apply::apply(
+            &Api::<ClusterRole>::all(client.clone()),
+            &rbac::cluster_role(&name, true),
+        )
+        .await?;
+        flotilla_kube::apply::apply(
+            &Api::<ClusterRoleBinding>::all(client.clone()),
+            &rbac::cluster_role_binding(&name),
+        )
+        .await?;
+        Ok::<_, Error>(())
+    };
+    if let Err(e) = cluster_scoped.await {
+        errors.push(e);
+    }
+    match flotilla_kube::apply::apply(&Api::<Namespace>::all(client.clone()), &namespace(&name)).await {
+        Ok(_) => {
+            if let Err(e) = namespaced(client, &cluster).await {
+                errors.push(e);
+            }
+        }
+        Err(e) => errors.push(e.into()),
+    }
+
+    let failure = Error::several(errors);
+    let condition = match &failure {
+        None => acceptance::accepted_condition(),
+        Some(e) => acceptance::error_condition(e.to_string()),
+    };
+    set_condition(api, &cluster, &current, condition).await?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(Action::requeue(context.options.resync)),
+    }
+}
+
+/// The RoleBindings and the lease in the cluster namespace (which exists by now).
+async fn namespaced(client: &Client, cluster: &ManagedCluster) -> Result<()> {
+    let name = cluster.name_any();
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &name);
+    flotilla_kube::apply::apply(&bindings, &rbac::registration_role_binding(&name)).await?;
+    flotilla_kube::apply::apply(&bindings, &rbac::work_role_binding(&name)).await?;
+
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &name);
+    if write::get_opt(&leases, names::CLUSTER_LEASE).await?.is_none() {
+        let params = PostParams {
+            field_manager: Some(flotilla_kube::FIELD_MANAGER.to_owned()),
+            ..Default::default()
+        };
+        let desired = cluster_lease(&name, cluster.spec.lease_duration_seconds, Timestamp::now());
+        match leases.create(&params, &desired).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(source) => {
+                return Err(Error::Create {
+                    kind: "Lease",
+                    name: format!("{name}/{}", names::CLUSTER_LEASE),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn revoke(
+    api: &Api<ManagedCluster>,
+    cluster: &ManagedCluster,
+    current: Vec<Condition>,
+    context: &Context,
+) -> Result<Action> {
+    let name = cluster.name_any();
+    let client = &context.client;
+    tracing::info!(cluster = %name, "hub admin denied the cluster; revoking its write access");
+    flotilla_kube::apply::apply(
+        &Api::<ClusterRole>::all(client.clone()),
+        &rbac::cluster_role(&name, false),
+    )
+    .await?;
+    flotilla_kube::apply::apply(
+        &Api::<ClusterRoleBinding>::all(client.clone()),
+        &rbac::cluster_role_binding(&name),
+    )
+    .await?;
+    if acceptance::validate_namespace_name(&name).is_ok() {
+        remove_role_bindings(client, &name).await?;
+    }
+    set_condition(api, cluster, &current, acceptance::denied_condition()).await?;
+    Ok(Action::requeue(context.options.resync))
+}
+
+/// Deletes the registration and work RoleBindings of a cluster. The work binding's
+/// `manifest-work-cleanup` finalizer is taken off first: a binding waiting on its finalizer
+/// still grants access, and a denied agent must lose it now.
+pub(in crate::hub) async fn remove_role_bindings(client: &Client, cluster: &str) -> Result<()> {
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), cluster);
+    write::delete_if_present(&bindings, &names::registration_role_binding(cluster)).await?;
+    let work = names::work_role_binding(cluster);
+    if let Some(binding) = write::get_opt(&bindings, &work).await? {
+        write::remove_finalizers(&bindings, &binding, &[names::MANIFEST_WORK_CLEANUP_FINALIZER]).await?;
+        write::delete_if_present(&bindings, &work).await?;
+    }
+    Ok(())
+}
+
+/// The cluster namespace: named after the cluster, labelled with it.
+pub(super) fn namespace(cluster: &str) -> Namespace {
+    Namespace {
+        metadata: ObjectMeta {
+            name: Some(cluster.to_owned()),
+            labels: Some(BTreeMap::from([(
+                CLUSTER_NAME_LABEL.to_owned(),
+                cluster.to_owned(),
+            )])),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// The cluster's lease as the hub first creates it: held by `managed-cluster-lease`, renewed
+/// `now`, with the cluster's lease period; from then on only the agent bumps `renewTime`.
+pub(super) fn cluster_lease(cluster: &str, lease_duration_seconds: i32, now: Timestamp) -> Lease {
+    let seconds = lease::lease_duration(lease_duration_seconds).as_secs();
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(names::CLUSTER_LEASE.to_owned()),
+            namespace: Some(cluster.to_owned()),
+            labels: Some(BTreeMap::from([(
+                CLUSTER_NAME_LABEL.to_owned(),
+                cluster.to_owned(),
+            )])),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(names::CLUSTER_LEASE.to_owned()),
+            lease_duration_seconds: Some(i32::try_from(seconds).unwrap_or(i32::MAX)),
+            renew_time: Some(MicroTime(now)),
+            ..Default::default()
+        }),
+    }
+}

@@ -1,0 +1,82 @@
+//! The cluster set controller (OCM's managed cluster set controllers): keeps the hub's
+//! `default` and `global` sets in place and reports, for every set, whether it selects any
+//! cluster.
+//!
+//! ```text
+//!  every hub_sets_interval ─▶ ensure `default` (exclusive label) and `global` (all) exist
+//!  ManagedClusterSet ──────────────────────────────┐
+//!  ManagedCluster (reflected into a local store) ──┴─▶ reconcile(set) ─▶ restore default/global
+//!    any change re-evaluates every set                                    selector; ClusterSetEmpty
+//! ```
+
+mod reconcile;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use flotilla_api::cluster::{v1::ManagedCluster, v1beta2::ManagedClusterSet};
+use futures::StreamExt;
+use kube::{
+    Api, Client,
+    runtime::{Controller, WatchStreamExt, controller::Action, reflector, reflector::Store, watcher},
+};
+
+use super::{Error, HubOptions};
+
+/// What one cluster set reconcile needs.
+pub(super) struct Context {
+    /// Client with the hub's identity.
+    pub(super) client: Client,
+    /// Resync interval.
+    pub(super) options: HubOptions,
+    /// Every ManagedCluster, kept current by a watch; read to count members.
+    pub(super) clusters: Store<ManagedCluster>,
+}
+
+/// Runs the cluster set controller and the `default`/`global` upkeep until dropped.
+pub(super) async fn run(client: Client, options: HubOptions) {
+    let (clusters, writer) = reflector::store();
+    let cluster_changes = watcher(
+        Api::<ManagedCluster>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .touched_objects()
+    .map(|_| ());
+    let controller = Controller::new(
+        Api::<ManagedClusterSet>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .reconcile_all_on(cluster_changes);
+    let interval = options.hub_sets_interval;
+    let context = Arc::new(Context {
+        client: client.clone(),
+        options,
+        clusters,
+    });
+    futures::join!(
+        super::drive(
+            "clusterset",
+            controller.run(reconcile::reconcile, error_policy, context)
+        ),
+        keep_hub_sets(client, interval),
+    );
+}
+
+/// Creates the `default` and `global` sets whenever they are missing, every `interval`.
+async fn keep_hub_sets(client: Client, interval: std::time::Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        if let Err(error) = reconcile::ensure_hub_sets(&client).await {
+            tracing::warn!(%error, "cannot ensure the default and global cluster sets");
+        }
+    }
+}
+
+fn error_policy(set: Arc<ManagedClusterSet>, error: &Error, _context: Arc<Context>) -> Action {
+    super::requeue_after_error("clusterset", set.as_ref(), error)
+}

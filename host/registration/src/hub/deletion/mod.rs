@@ -1,0 +1,48 @@
+//! The deletion controller (OCM's GC controller with the ResourceCleanup feature): an accepted
+//! cluster carries the finalizer `cluster.open-cluster-management.io/resource-cleanup`; when it
+//! is deleted, the hub empties its namespace of add-ons and works, in order, before removing
+//! the cluster's RBAC and letting it go. The namespace itself is kept, as in OCM.
+//!
+//! ```text
+//!  ManagedCluster ─▶ reconcile ─▶ alive & accepted: add resource-cleanup
+//!                              ─▶ deleting: MCAs ─▶ ManifestWorks (by cleanup-priority)
+//!                                           ─▶ RBAC ─▶ finalizers off ─▶ gone
+//! ```
+
+mod reconcile;
+
+use std::sync::Arc;
+
+use flotilla_api::cluster::v1::ManagedCluster;
+use kube::{
+    Api, Client,
+    runtime::{Controller, controller::Action, watcher},
+};
+
+use super::{Error, HubOptions};
+
+/// What one deletion reconcile needs.
+pub(super) struct Context {
+    /// Client with the hub's identity.
+    pub(super) client: Client,
+    /// Resync interval and the clean-up requeue.
+    pub(super) options: HubOptions,
+}
+
+/// Runs the deletion controller until dropped.
+pub(super) async fn run(client: Client, options: HubOptions) {
+    let controller = Controller::new(
+        Api::<ManagedCluster>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let context = Arc::new(Context { client, options });
+    super::drive(
+        "deletion",
+        controller.run(reconcile::reconcile, error_policy, context),
+    )
+    .await;
+}
+
+fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, _context: Arc<Context>) -> Action {
+    super::requeue_after_error("deletion", cluster.as_ref(), error)
+}

@@ -1,0 +1,200 @@
+//! One reconcile of one ManagedCluster by the deletion controller:
+//!
+//! ```text
+//!  alive:    accepted and no resource-cleanup finalizer? ─▶ add it
+//!  deleting: none of our finalizers? ─▶ nothing to do
+//!            ManagedClusterAddOns left? ─▶ delete the lowest cleanup-priority batch,
+//!                                          Deleting False ResourceRemaining, look again soon
+//!            ManifestWorks left?        ─▶ the same
+//!            clean ─▶ Deleting True NoResource ─▶ ClusterRole/Binding, RoleBindings deleted
+//!                  ─▶ resource-cleanup and api-resource-cleanup removed
+//!            a failure ─▶ Deleting False DeletingError, retry with backoff
+//! ```
+
+use std::{fmt::Debug, sync::Arc};
+
+use flotilla_api::{
+    addon::v1alpha1::ManagedClusterAddOn,
+    cluster::{
+        consts::{API_RESOURCE_CLEANUP_FINALIZER, RESOURCE_CLEANUP_FINALIZER},
+        v1::ManagedCluster,
+    },
+    work::v1::ManifestWork,
+};
+use flotilla_core::{
+    conditions::{self, NewCondition},
+    registration::hub::{
+        acceptance,
+        cleanup::{self, Remaining},
+    },
+};
+use k8s_openapi::{
+    api::rbac::v1::{ClusterRole, ClusterRoleBinding},
+    apimachinery::pkg::apis::meta::v1::Condition,
+    jiff::Timestamp,
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{ListParams, ObjectList},
+    runtime::controller::Action,
+};
+use serde::de::DeserializeOwned;
+
+use super::Context;
+use crate::{
+    hub::{
+        accept::remove_role_bindings,
+        error::{Error, Result},
+        write,
+    },
+    names,
+};
+
+/// Where the clean-up of a namespace stands.
+enum Progress {
+    /// Objects remain; the condition says which and how many.
+    Remaining(NewCondition<'static>),
+    /// The namespace holds no add-ons or works.
+    Clean,
+}
+
+/// Reconciles one ManagedCluster (see the module docs).
+pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context>) -> Result<Action> {
+    let api: Api<ManagedCluster> = Api::all(context.client.clone());
+    let current: Vec<Condition> = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    if cluster.metadata.deletion_timestamp.is_none() {
+        if acceptance::is_accepted(cluster.spec.hub_accepts_client, &current) {
+            write::add_finalizer(&api, cluster.as_ref(), RESOURCE_CLEANUP_FINALIZER).await?;
+        }
+        return Ok(Action::requeue(context.options.resync));
+    }
+    let ours = [RESOURCE_CLEANUP_FINALIZER, API_RESOURCE_CLEANUP_FINALIZER];
+    if !ours
+        .iter()
+        .any(|f| flotilla_kube::finalizer::has(cluster.as_ref(), f))
+    {
+        return Ok(Action::await_change());
+    }
+    let name = cluster.name_any();
+
+    let progress = match clean_namespace(&context.client, &name).await {
+        Ok(progress) => progress,
+        Err(error) => return Err(report_failure(&api, &cluster, &current, error).await),
+    };
+    let condition = match progress {
+        Progress::Remaining(condition) => {
+            set_condition(&api, &cluster, &current, condition).await?;
+            return Ok(Action::requeue(context.options.cleanup_requeue));
+        }
+        Progress::Clean => cleanup::no_resource_condition(),
+    };
+    set_condition(&api, &cluster, &current, condition).await?;
+
+    if let Err(error) = remove_rbac(&context.client, &name).await {
+        return Err(report_failure(&api, &cluster, &current, error).await);
+    }
+    // The status write moved the resourceVersion the finalizer patch is guarded by.
+    let Some(cluster) = write::get_opt(&api, &name).await? else {
+        return Ok(Action::await_change());
+    };
+    write::remove_finalizers(&api, &cluster, &ours).await?;
+    tracing::info!(cluster = %name, "cluster cleaned up; finalizers removed");
+    Ok(Action::await_change())
+}
+
+async fn set_condition(
+    api: &Api<ManagedCluster>,
+    cluster: &ManagedCluster,
+    current: &[Condition],
+    condition: NewCondition<'_>,
+) -> Result<()> {
+    let mut desired = current.to_vec();
+    if conditions::set(&mut desired, condition, Timestamp::now()) {
+        write::patch_conditions(api, cluster, current, &desired).await?;
+    }
+    Ok(())
+}
+
+/// Records `error` as Deleting False DeletingError (best effort) and hands it back.
+async fn report_failure(
+    api: &Api<ManagedCluster>,
+    cluster: &ManagedCluster,
+    current: &[Condition],
+    error: Error,
+) -> Error {
+    let condition = cleanup::error_condition(error.to_string());
+    if let Err(status_error) = set_condition(api, cluster, current, condition).await {
+        tracing::debug!(%status_error, "cannot record the clean-up failure");
+    }
+    error
+}
+
+/// Deletes the next batch of add-ons, or once none is left, of works.
+async fn clean_namespace(client: &Client, cluster: &str) -> Result<Progress> {
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
+    if let Some(condition) = clean_kind(&addons, "managedclusteraddons").await? {
+        return Ok(Progress::Remaining(condition));
+    }
+    let works: Api<ManifestWork> = Api::namespaced(client.clone(), cluster);
+    if let Some(condition) = clean_kind(&works, "manifestworks").await? {
+        return Ok(Progress::Remaining(condition));
+    }
+    Ok(Progress::Clean)
+}
+
+/// Deletes the lowest-priority batch of `K` still present (objects already being deleted are
+/// left to their finalizers). Returns the Deleting condition when anything remains.
+async fn clean_kind<K>(api: &Api<K>, resource: &str) -> Result<Option<NewCondition<'static>>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let list: ObjectList<K> = match api.list(&ListParams::default()).await {
+        Ok(list) => list,
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
+        Err(source) => {
+            return Err(Error::List {
+                kind: write::kind::<K>(),
+                scope: api.resource_url().to_owned(),
+                source,
+            });
+        }
+    };
+    if list.items.is_empty() {
+        return Ok(None);
+    }
+    let remaining: Vec<Remaining<'_>> = list
+        .items
+        .iter()
+        .map(|item| Remaining {
+            name: item.meta().name.as_deref().unwrap_or_default(),
+            annotations: item.meta().annotations.as_ref(),
+            deleting: item.meta().deletion_timestamp.is_some(),
+            has_finalizers: item.meta().finalizers.as_ref().is_some_and(|f| !f.is_empty()),
+        })
+        .collect();
+    let condition = cleanup::remaining_condition(resource, &remaining);
+    let batch = cleanup::next_batch(&remaining);
+    for item in remaining
+        .iter()
+        .filter(|r| batch.contains(&r.name) && !r.deleting)
+    {
+        tracing::info!(resource, name = item.name, "deleting for cluster clean-up");
+        write::delete_if_present(api, item.name).await?;
+    }
+    Ok(Some(condition))
+}
+
+/// Deletes the cluster's ClusterRole, ClusterRoleBinding and RoleBindings.
+async fn remove_rbac(client: &Client, cluster: &str) -> Result<()> {
+    let role = names::cluster_role(cluster);
+    write::delete_if_present(&Api::<ClusterRoleBinding>::all(client.clone()), &role).await?;
+    write::delete_if_present(&Api::<ClusterRole>::all(client.clone()), &role).await?;
+    if acceptance::validate_namespace_name(cluster).is_ok() {
+        remove_role_bindings(client, cluster).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,64 @@
+//! The lease controller (OCM's cluster lease controller and the cluster half of its add-on
+//! health check): a cluster whose agent stopped renewing `managed-cluster-lease` becomes
+//! Available Unknown, and so do its add-ons.
+//!
+//! ```text
+//!  ManagedCluster ───────────────────────────┐
+//!  Lease managed-cluster-lease (ns = cluster) ├─▶ reconcile(cluster) ─▶ Available Unknown
+//!  ManagedClusterAddOn (ns = cluster) ───────┘     requeue at the expiry   MCA Available Unknown
+//! ```
+//!
+//! A fresh lease is looked at again exactly when it would expire, not polled; a renewal is an
+//! event that reconciles at once.
+
+mod reconcile;
+
+use std::sync::Arc;
+
+use flotilla_api::{addon::v1alpha1::ManagedClusterAddOn, cluster::v1::ManagedCluster};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    runtime::{Controller, controller::Action, reflector::ObjectRef, watcher},
+};
+
+use super::{Error, HubOptions};
+use crate::names;
+
+/// What one lease reconcile needs.
+pub(super) struct Context {
+    /// Client with the hub's identity.
+    pub(super) client: Client,
+    /// Resync interval.
+    pub(super) options: HubOptions,
+}
+
+/// Runs the lease controller until dropped.
+pub(super) async fn run(client: Client, options: HubOptions) {
+    let leases = watcher::Config::default().fields(&format!("metadata.name={}", names::CLUSTER_LEASE));
+    let controller = Controller::new(
+        Api::<ManagedCluster>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .watches(Api::<Lease>::all(client.clone()), leases, cluster_of_namespace)
+    .watches(
+        Api::<ManagedClusterAddOn>::all(client.clone()),
+        watcher::Config::default(),
+        cluster_of_namespace,
+    );
+    let context = Arc::new(Context { client, options });
+    super::drive(
+        "lease",
+        controller.run(reconcile::reconcile, error_policy, context),
+    )
+    .await;
+}
+
+/// The cluster whose namespace holds `object`.
+fn cluster_of_namespace<K: Resource>(object: K) -> Option<ObjectRef<ManagedCluster>> {
+    object.namespace().map(|namespace| ObjectRef::new(&namespace))
+}
+
+fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, _context: Arc<Context>) -> Action {
+    super::requeue_after_error("lease", cluster.as_ref(), error)
+}

@@ -1,0 +1,49 @@
+//! The taint controller (OCM's taint controller): keeps the `unreachable` and `unavailable`
+//! taints of every ManagedCluster in step with its `ManagedClusterConditionAvailable`, so
+//! placements stop selecting clusters the hub cannot see or that report themselves down.
+//!
+//! ```text
+//!  ManagedCluster ─▶ reconcile ─▶ desired taints (flotilla_core::registration::hub::taints)
+//!                              ─▶ JSON patch of spec.taints guarded by resourceVersion
+//! ```
+//!
+//! The taints are a function of the object alone, so every change arrives as an event; the
+//! resync only repairs missed ones.
+
+mod reconcile;
+
+use std::sync::Arc;
+
+use flotilla_api::cluster::v1::ManagedCluster;
+use kube::{
+    Api, Client,
+    runtime::{Controller, controller::Action, watcher},
+};
+
+use super::{Error, HubOptions};
+
+/// What one taint reconcile needs.
+pub(super) struct Context {
+    /// Client with the hub's identity (exempt from the hub-only `timeAdded` admission rule).
+    pub(super) client: Client,
+    /// Resync interval.
+    pub(super) options: HubOptions,
+}
+
+/// Runs the taint controller until dropped.
+pub(super) async fn run(client: Client, options: HubOptions) {
+    let controller = Controller::new(
+        Api::<ManagedCluster>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let context = Arc::new(Context { client, options });
+    super::drive(
+        "taint",
+        controller.run(reconcile::reconcile, error_policy, context),
+    )
+    .await;
+}
+
+fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, _context: Arc<Context>) -> Action {
+    super::requeue_after_error("taint", cluster.as_ref(), error)
+}

@@ -1,0 +1,254 @@
+//! Deleting a ManagedCluster against a real apiserver: the hub removes the cluster
+//! namespace's add-ons first, then its ManifestWorks lowest cleanup-priority first, reports
+//! progress in `Deleting`, then removes the cluster's RBAC and its finalizers. Objects held by
+//! a test finalizer stand in for agents that take their time, so each step can be observed.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly at the first unexpected error"
+)]
+
+mod hub_support;
+
+use flotilla_api::{
+    addon::v1alpha1::ManagedClusterAddOn,
+    cluster::{
+        consts::{
+            API_RESOURCE_CLEANUP_FINALIZER, RESOURCE_CLEANUP_FINALIZER,
+            managed_cluster::{
+                CONDITION_DELETING, CONDITION_HUB_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_ACCEPTED,
+                REASON_RESOURCE_REMAINING,
+            },
+        },
+        v1::ManagedCluster,
+    },
+    work::v1::ManifestWork,
+};
+use flotilla_registration::names;
+use flotilla_testing::wait;
+use hub_support::*;
+use k8s_openapi::api::{
+    core::v1::Namespace,
+    rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding},
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+const CP: &str = "hub-deletion";
+const HOLD: &str = "test.flotilla.dev/hold";
+
+fn work(name: &str, namespace: &str, priority: Option<&str>, held: bool) -> ManifestWork {
+    serde_json::from_value(json!({
+        "apiVersion": "work.open-cluster-management.io/v1",
+        "kind": "ManifestWork",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": priority.map(|p| json!({ "open-cluster-management.io/cleanup-priority": p })),
+            "finalizers": if held { vec![HOLD] } else { vec![] },
+        },
+        "spec": { "workload": { "manifests": [{
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": name, "namespace": "default" },
+        }]}}
+    }))
+    .unwrap()
+}
+
+/// Takes the test's finalizer off, letting the object go.
+async fn release<K>(api: &Api<K>, name: &str)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+    )
+    .await
+    .unwrap();
+}
+
+/// The names of the works being deleted, and of those still alive.
+async fn work_states(works: &Api<ManifestWork>) -> (Vec<String>, Vec<String>) {
+    let list = works.list(&ListParams::default()).await.unwrap();
+    let (deleting, alive): (Vec<_>, Vec<_>) = list
+        .items
+        .iter()
+        .partition(|w| w.metadata.deletion_timestamp.is_some());
+    let mut deleting: Vec<String> = deleting.iter().map(|w| w.name_any()).collect();
+    let mut alive: Vec<String> = alive.iter().map(|w| w.name_any()).collect();
+    deleting.sort();
+    alive.sort();
+    (deleting, alive)
+}
+
+async fn wait_works(works: &Api<ManifestWork>, what: &str, deleting: &[&str], alive: &[&str]) {
+    wait::until(what, TIMEOUT, || async {
+        let state = work_states(works).await;
+        if state.0 == deleting && state.1 == alive {
+            Ok(Some(()))
+        } else {
+            Err(format!("deleting {:?}, alive {:?}", state.0, state.1))
+        }
+    })
+    .await
+    .unwrap();
+}
+
+async fn deleting_message(admin: &Client, name: &str) -> String {
+    let cluster = wait_condition(
+        admin,
+        name,
+        CONDITION_DELETING,
+        "False",
+        REASON_RESOURCE_REMAINING,
+    )
+    .await;
+    find(cluster_conditions(&cluster), CONDITION_DELETING)
+        .unwrap()
+        .message
+        .clone()
+}
+
+#[tokio::test]
+async fn deleting_a_cluster_removes_addons_then_works_by_priority_then_rbac_and_finalizers() {
+    let cp = hub(CP).await;
+    let admin = cp.admin_client().await.unwrap();
+    let name = "del-c1";
+    create_cluster(&admin, &cluster(name, true, 60, &[])).await;
+    wait_condition(
+        &admin,
+        name,
+        CONDITION_HUB_ACCEPTED,
+        "True",
+        REASON_HUB_CLUSTER_ADMIN_ACCEPTED,
+    )
+    .await;
+    wait_cluster(&admin, name, "both hub finalizers", |c| {
+        let f = c.finalizers();
+        f.iter().any(|x| x == API_RESOURCE_CLEANUP_FINALIZER)
+            && f.iter().any(|x| x == RESOURCE_CLEANUP_FINALIZER)
+    })
+    .await;
+
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(admin.clone(), name);
+    let held_addon: ManagedClusterAddOn = serde_json::from_value(json!({
+        "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+        "kind": "ManagedClusterAddOn",
+        "metadata": { "name": "held-addon", "namespace": name, "finalizers": [HOLD] },
+        "spec": {},
+    }))
+    .unwrap();
+    addons.create(&PostParams::default(), &held_addon).await.unwrap();
+    let works: Api<ManifestWork> = Api::namespaced(admin.clone(), name);
+    for w in [
+        work("w-first", name, None, true),
+        work("w-invalid", name, Some("abc"), false),
+        work("w-mid", name, Some("50"), true),
+        work("w-last", name, Some("90"), false),
+    ] {
+        works.create(&PostParams::default(), &w).await.unwrap();
+    }
+
+    Api::<ManagedCluster>::all(admin.clone())
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // Add-ons first: the held add-on is deleting, no work is touched yet.
+    wait::until("add-on deleting", TIMEOUT, || async {
+        let addon = addons.get("held-addon").await?;
+        Ok::<_, kube::Error>(addon.metadata.deletion_timestamp.map(|_| ()))
+    })
+    .await
+    .unwrap();
+    let message = deleting_message(&admin, name).await;
+    assert!(message.contains("managedclusteraddons"), "{message}");
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    wait_works(
+        &works,
+        "no work touched while add-ons remain",
+        &[],
+        &["w-first", "w-invalid", "w-last", "w-mid"],
+    )
+    .await;
+
+    // Then works, priority 0 (missing or invalid) first.
+    release(&addons, "held-addon").await;
+    wait_works(&works, "priority-0 batch", &["w-first"], &["w-last", "w-mid"]).await;
+    let message = deleting_message(&admin, name).await;
+    assert!(message.contains("manifestworks"), "{message}");
+
+    release(&works, "w-first").await;
+    wait_works(&works, "priority-50 batch", &["w-mid"], &["w-last"]).await;
+
+    // RBAC stays until the namespace is clean.
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    roles
+        .get(&names::cluster_role(name))
+        .await
+        .expect("RBAC kept while works remain");
+
+    release(&works, "w-mid").await;
+    wait::until("cluster gone", TIMEOUT, || async {
+        let result = Api::<ManagedCluster>::all(admin.clone()).get(name).await;
+        match status_code(&result) {
+            Some(404) => Ok(Some(())),
+            _ => Err(format!(
+                "still there: {:?}",
+                result.map(|c| c.finalizers().to_vec())
+            )),
+        }
+    })
+    .await
+    .unwrap();
+
+    assert!(works.list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert_eq!(
+        status_code(&roles.get(&names::cluster_role(name)).await),
+        Some(404)
+    );
+    assert_eq!(
+        status_code(
+            &Api::<ClusterRoleBinding>::all(admin.clone())
+                .get(&names::cluster_role(name))
+                .await
+        ),
+        Some(404)
+    );
+    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), name);
+    for binding in [
+        names::registration_role_binding(name),
+        names::work_role_binding(name),
+    ] {
+        assert_eq!(status_code(&bindings.get(&binding).await), Some(404), "{binding}");
+    }
+    let namespace = Api::<Namespace>::all(admin.clone()).get(name).await.unwrap();
+    assert!(
+        namespace.metadata.deletion_timestamp.is_none(),
+        "the namespace is kept, as in OCM"
+    );
+}
+
+#[tokio::test]
+async fn a_cluster_never_accepted_is_deleted_at_once() {
+    let cp = hub(CP).await;
+    let admin = cp.admin_client().await.unwrap();
+    let name = "del-c2";
+    create_cluster(&admin, &cluster(name, false, 60, &[])).await;
+    // Give the hub a moment to see it (it labels it and taints it, but adds no finalizer).
+    wait_cluster(&admin, name, "seen by the hub", |c| !c.spec.taints.is_empty()).await;
+    let api: Api<ManagedCluster> = Api::all(admin.clone());
+    api.delete(name, &DeleteParams::default()).await.unwrap();
+    wait::until("cluster gone", TIMEOUT, || async {
+        Ok::<_, kube::Error>(api.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+}

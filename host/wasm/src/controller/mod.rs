@@ -1,0 +1,152 @@
+//! The `AddOnPlugin` controller: keeps the plugin registry in step with the `AddOnPlugin`
+//! objects on the hub and reports every step in their status.
+//!
+//! ```text
+//!   AddOnPlugin (cluster-scoped) ──watch──▶ reconcile ──────────────────────────────────────────┐
+//!      spec.source ─ fetch (ConfigMap | OCI, capped, digest-checked)            Fetched         │
+//!      spec.digest   └─▶ Runtime::load beside the serving revision              Validated       │
+//!      spec.limits        (validate, compile, describe)                                         │
+//!                          ├─ ok  → PluginSlot swap (atomic)                    Ready           │
+//!                          └─ err → serving revision untouched                  Degraded True   │
+//!                                                                                               ▼
+//!   PluginRegistry ◀── lookup by add-on name (spec.addOnName, default metadata.name) ─ add-on manager
+//! ```
+//!
+//! Watches: `AddOnPlugin` only. ConfigMap sources are re-read every [`ControllerConfig::resync`]
+//! unless the serving revision already has the pinned digest (bytes named by digest cannot
+//! change). A failed attempt requeues with exponential backoff per object, and the last good
+//! revision keeps serving meanwhile. Deleting an `AddOnPlugin` removes its add-on's slot (the
+//! finalizer [`FINALIZER`] makes sure the host sees the deletion); calls in flight finish on the
+//! revision they hold.
+//!
+//! Two `AddOnPlugin`s naming the same add-on: the first one reconciled drives it, the other is
+//! `Ready` False `AddOnNameConflict` until the first is deleted.
+
+mod reconcile;
+mod status;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use flotilla_api::plugins::v1alpha1::AddOnPlugin;
+use futures::StreamExt as _;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+
+pub use reconcile::reconcile;
+
+use crate::PluginRegistry;
+use crate::fetch::{DEFAULT_MAX_BYTES, Fetcher};
+
+/// Finalizer the host puts on every `AddOnPlugin` so that deleting one unloads its plugin.
+pub const FINALIZER: &str = "plugins.flotilla.dev/plugin-host";
+
+/// Settings of the controller. The defaults suit a hub.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// Largest component accepted from a source, after decompression.
+    pub max_fetch_bytes: usize,
+    /// How often a healthy `AddOnPlugin` whose bytes are not pinned by digest is re-read.
+    pub resync: Duration,
+    /// First retry delay after a failed attempt; doubles per consecutive failure.
+    pub backoff_min: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            max_fetch_bytes: DEFAULT_MAX_BYTES,
+            resync: Duration::from_secs(300),
+            backoff_min: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Errors that stop one reconcile (status writes, finalizers). Fetch and validation failures are
+/// not errors: they are reported in status and retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// A write to the API server failed; retried by [`error_policy`].
+    #[error(transparent)]
+    Kube(#[from] flotilla_kube::Error),
+}
+
+/// What every reconcile shares. Nothing is global: a test can run two controllers side by side.
+pub struct Context {
+    pub(crate) client: Client,
+    pub(crate) registry: Arc<PluginRegistry>,
+    pub(crate) fetcher: Fetcher,
+    pub(crate) config: ControllerConfig,
+    pub(crate) state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Bookkeeping across reconciles.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    /// Add-on name → the `AddOnPlugin` that drives it.
+    pub(crate) owners: HashMap<String, String>,
+    /// `AddOnPlugin` name → consecutive failed attempts (for backoff).
+    pub(crate) failures: HashMap<String, u32>,
+}
+
+impl Context {
+    /// A context for `registry`, reading sources with `client`.
+    pub fn new(client: Client, registry: Arc<PluginRegistry>, config: ControllerConfig) -> Self {
+        Self {
+            fetcher: Fetcher::new(client.clone(), config.max_fetch_bytes),
+            client,
+            registry,
+            config,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The delay before retrying `plugin` after its `n`-th consecutive failure.
+    pub(crate) fn backoff(&self, n: u32) -> Duration {
+        let factor = 2u32.saturating_pow(n.saturating_sub(1).min(16));
+        self.config
+            .backoff_min
+            .saturating_mul(factor)
+            .min(self.config.backoff_max)
+    }
+}
+
+/// Requeue policy for [`ReconcileError`]s (API writes): conflicts at once, the rest after 10 s.
+pub fn error_policy(_plugin: Arc<AddOnPlugin>, error: &ReconcileError, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(%error, "AddOnPlugin reconcile failed");
+    flotilla_kube::backoff::requeue_after(error)
+}
+
+/// Runs the controller until the watch stream ends. The hub calls this once, with the registry
+/// the add-on manager looks plugins up in ([`PluginRegistry::get`] by add-on name).
+pub async fn run(client: Client, registry: Arc<PluginRegistry>, config: ControllerConfig) {
+    let api: Api<AddOnPlugin> = Api::all(client.clone());
+    let context = Arc::new(Context::new(client, registry, config));
+    Controller::new(api, watcher::Config::default())
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "AddOnPlugin controller event");
+            }
+        })
+        .await;
+}

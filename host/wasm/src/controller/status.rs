@@ -1,0 +1,232 @@
+//! The `AddOnPlugin` status as a pure function of the newest attempt and the serving revision.
+//!
+//! `digest`, `witVersion` and `describe` always describe the revision that serves calls (which
+//! may be an older, last good one); the conditions describe the newest spec:
+//!
+//! | outcome | Fetched | Validated | Ready | Degraded |
+//! |---|---|---|---|---|
+//! | newest revision serves | True `Fetched` | True `Validated` | True `Ready` | False `AsExpected` |
+//! | fetch failed | False `<fetch reason>` | Unknown `FetchFailed` | True if a last good revision serves, else False `NotFetched` | True `RevisionRejected` |
+//! | refused at load | True `Fetched` | False `<validation reason>` | True if a last good revision serves, else False `NotValidated` | True `RevisionRejected` |
+//! | add-on name taken | (unchanged) | (unchanged) | False `AddOnNameConflict` | True `RevisionRejected` |
+
+use std::sync::Arc;
+
+use flotilla_api::addon::v1alpha1::ConfigGroupResource;
+use flotilla_api::addon::v1beta1::RegistrationType;
+use flotilla_api::plugins::v1alpha1::{
+    AddOnPlugin, AddOnPluginStatus, PluginDescription, PluginHealthMode, PluginRegistration,
+};
+use flotilla_core::conditions::{FALSE, NewCondition, TRUE, UNKNOWN, set};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::reasons::{condition, degraded, fetched, ready, validated};
+use crate::types::{AddonOptions, HealthMode, Registration};
+use crate::{Digest, Error, FetchError, Plugin};
+
+/// How the newest attempt ended.
+pub(crate) enum Outcome {
+    /// The newest spec's revision serves (just swapped in, or already serving).
+    Serving(Arc<Plugin>),
+    /// The bytes could not be fetched (or did not match `spec.digest`).
+    FetchFailed(FetchError),
+    /// The bytes were fetched but the runtime refused them.
+    Refused {
+        /// Digest of the refused bytes.
+        digest: Digest,
+        /// Why.
+        error: Error,
+    },
+    /// Another `AddOnPlugin` drives the add-on.
+    Conflict {
+        /// Its name.
+        owner: String,
+    },
+}
+
+impl Outcome {
+    pub(crate) fn failed(&self) -> bool {
+        !matches!(self, Outcome::Serving(_))
+    }
+
+    /// The reason naming the failure, for logs.
+    pub(crate) fn reason(&self) -> &'static str {
+        match self {
+            Outcome::Serving(_) => ready::READY,
+            Outcome::FetchFailed(e) => e.reason(),
+            Outcome::Refused { error, .. } => error.validated_reason(),
+            Outcome::Conflict { .. } => ready::ADDON_NAME_CONFLICT,
+        }
+    }
+}
+
+/// The status to write for `plugin` after `outcome`, with `serving` the revision now serving.
+pub(crate) fn desired_status(
+    plugin: &AddOnPlugin,
+    outcome: &Outcome,
+    serving: Option<&Plugin>,
+    now: Timestamp,
+) -> AddOnPluginStatus {
+    let generation = plugin.metadata.generation;
+    let mut status = plugin.status.clone().unwrap_or_default();
+    status.observed_generation = generation;
+    status.digest = serving.map(|p| p.digest().to_string());
+    status.wit_version = serving.map(|p| format!("{}@{}", crate::validate::WIT_PACKAGE, p.wit_version()));
+    status.describe = serving.map(|p| describe_summary(p.options()));
+
+    let mut put = |type_: &'static str, s: &'static str, reason: &'static str, message: String| {
+        set(
+            &mut status.conditions,
+            NewCondition {
+                type_,
+                status: s,
+                reason,
+                message,
+                observed_generation: generation,
+            },
+            now,
+        );
+    };
+    let last_good = |what: &str| match serving {
+        Some(p) => format!("{what}; the last good revision {} keeps serving", p.digest()),
+        None => format!("{what}; no revision is serving"),
+    };
+    match outcome {
+        Outcome::Serving(p) => {
+            put(
+                condition::FETCHED,
+                TRUE,
+                fetched::FETCHED,
+                format!("fetched {}", p.digest()),
+            );
+            put(
+                condition::VALIDATED,
+                TRUE,
+                validated::VALIDATED,
+                format!(
+                    "component targets {}@{}; describe() accepted",
+                    crate::validate::WIT_PACKAGE,
+                    p.wit_version()
+                ),
+            );
+            put(
+                condition::READY,
+                TRUE,
+                ready::READY,
+                format!("revision {} serves add-on {}", p.digest(), p.addon()),
+            );
+            put(
+                condition::DEGRADED,
+                FALSE,
+                degraded::AS_EXPECTED,
+                "the newest revision is serving".to_owned(),
+            );
+        }
+        Outcome::FetchFailed(e) => {
+            let reason = e.reason();
+            put(condition::FETCHED, FALSE, reason, e.to_string());
+            put(
+                condition::VALIDATED,
+                UNKNOWN,
+                validated::FETCH_FAILED,
+                "the newest revision was not fetched".to_owned(),
+            );
+            ready_from_serving(&mut put, serving, ready::NOT_FETCHED, e.to_string());
+            put(
+                condition::DEGRADED,
+                TRUE,
+                degraded::REVISION_REJECTED,
+                last_good(&format!("{reason}: {e}")),
+            );
+        }
+        Outcome::Refused { digest, error } => {
+            let reason = error.validated_reason();
+            put(
+                condition::FETCHED,
+                TRUE,
+                fetched::FETCHED,
+                format!("fetched {digest}"),
+            );
+            put(condition::VALIDATED, FALSE, reason, format!("{digest}: {error}"));
+            ready_from_serving(&mut put, serving, ready::NOT_VALIDATED, error.to_string());
+            put(
+                condition::DEGRADED,
+                TRUE,
+                degraded::REVISION_REJECTED,
+                last_good(&format!("{reason}: {digest} refused: {error}")),
+            );
+        }
+        Outcome::Conflict { owner } => {
+            let message = format!(
+                "AddOnPlugin {owner} already drives add-on {}; delete one of them or set spec.addOnName",
+                plugin.addon_name()
+            );
+            put(
+                condition::READY,
+                FALSE,
+                ready::ADDON_NAME_CONFLICT,
+                message.clone(),
+            );
+            put(condition::DEGRADED, TRUE, degraded::REVISION_REJECTED, message);
+        }
+    }
+    status
+}
+
+fn ready_from_serving(
+    put: &mut impl FnMut(&'static str, &'static str, &'static str, String),
+    serving: Option<&Plugin>,
+    reason_if_none: &'static str,
+    why: String,
+) {
+    match serving {
+        Some(p) => put(
+            condition::READY,
+            TRUE,
+            ready::READY,
+            format!(
+                "the last good revision {} serves add-on {} (the newest was rejected)",
+                p.digest(),
+                p.addon()
+            ),
+        ),
+        None => put(condition::READY, FALSE, reason_if_none, why),
+    }
+}
+
+/// The `describe()` answer as the status summary.
+pub(crate) fn describe_summary(options: &AddonOptions) -> PluginDescription {
+    PluginDescription {
+        registrations: options
+            .registrations
+            .iter()
+            .map(|r| match r {
+                Registration::KubeClient(_) => PluginRegistration {
+                    type_: RegistrationType::KubeClient,
+                    signer_name: String::new(),
+                },
+                Registration::CustomSigner(c) => PluginRegistration {
+                    type_: RegistrationType::CustomSigner,
+                    signer_name: c.signer_name.clone(),
+                },
+            })
+            .collect(),
+        health_mode: Some(match options.health {
+            HealthMode::Lease => PluginHealthMode::Lease,
+            HealthMode::Work => PluginHealthMode::Work,
+            HealthMode::DeploymentAvailability => PluginHealthMode::DeploymentAvailability,
+            HealthMode::WorkloadAvailability => PluginHealthMode::WorkloadAvailability,
+            HealthMode::Customized(_) => PluginHealthMode::Customized,
+            HealthMode::None => PluginHealthMode::NoCheck,
+        }),
+        supported_config_types: options
+            .supported_configs
+            .iter()
+            .map(|c| ConfigGroupResource {
+                group: c.group.clone(),
+                resource: c.resource.clone(),
+            })
+            .collect(),
+        default_install_namespace: options.default_install_namespace.clone().unwrap_or_default(),
+    }
+}

@@ -1,0 +1,571 @@
+//! Plugins as OCI artifacts in the CNCF TAG-Runtime "Wasm OCI Artifact layout": an image
+//! manifest whose config has media type `application/vnd.wasm.config.v0+json` and which has
+//! exactly one layer of media type `application/wasm` (the component's bytes, uncompressed).
+//!
+//! Pulling caps every byte before reading it: the manifest body, the layer size the manifest
+//! states, the response's `Content-Length`, and the bytes actually streamed (a registry may lie
+//! about the first two). The layer's digest is checked twice: by `oci-client`'s verifying stream
+//! and again here over the bytes kept. Pushing writes the same layout, so what
+//! `flotilla plugin push` publishes is what the hub pulls.
+//!
+//! Credentials come from a `kubernetes.io/dockerconfigjson` Secret (`pullSecretRef`) on the hub,
+//! or a docker `config.json` for the CLI; both parse with [`credentials_for`].
+
+use std::collections::BTreeMap;
+use std::sync::Once;
+use std::time::Duration;
+
+use base64::Engine as _;
+use flotilla_api::plugins::v1alpha1::SecretReference;
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
+use oci_client::{Client, Reference};
+use serde::Deserialize;
+
+pub use oci_client::secrets::RegistryAuth;
+
+use super::Fetched;
+use crate::{Digest, FetchError};
+
+/// Config media type of a Wasm artifact (CNCF layout).
+pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+/// Layer media type of a Wasm artifact (CNCF layout).
+pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// Largest manifest accepted. A Wasm artifact's manifest is well under 1 KiB; oci-client reads
+/// manifest bodies whole (oras-project/rust-oci-client#206), so this bounds what is parsed.
+pub const MAX_MANIFEST_BYTES: usize = 64 << 10;
+/// Secret types whose docker config the host reads.
+const DOCKER_CONFIG_JSON: &str = "kubernetes.io/dockerconfigjson";
+const DOCKER_CFG: &str = "kubernetes.io/dockercfg";
+
+/// The registry (`host[:port]`) a reference points at.
+pub fn registry_of(reference: &str) -> Result<String, FetchError> {
+    Ok(parse_reference(reference)?.resolve_registry().to_owned())
+}
+
+fn parse_reference(reference: &str) -> Result<Reference, FetchError> {
+    reference
+        .parse::<Reference>()
+        .map_err(|e| FetchError::InvalidReference {
+            reference: reference.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// An OCI client: plain HTTP when `insecure` (loopback test registries), HTTPS otherwise.
+fn client(insecure: bool) -> Client {
+    static PROVIDER: Once = Once::new();
+    PROVIDER.call_once(|| {
+        // reqwest is built without a default provider; kube uses ring too. Another part of the
+        // process may have installed one already, which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    Client::new(ClientConfig {
+        protocol: if insecure {
+            ClientProtocol::Http
+        } else {
+            ClientProtocol::Https
+        },
+        connect_timeout: Some(Duration::from_secs(10)),
+        read_timeout: Some(Duration::from_secs(30)),
+        ..ClientConfig::default()
+    })
+}
+
+/// Pulls the component `reference` names, reading at most `max_bytes` of layer.
+pub async fn pull(
+    reference: &str,
+    auth: &RegistryAuth,
+    insecure: bool,
+    max_bytes: usize,
+) -> Result<Fetched, FetchError> {
+    let parsed = parse_reference(reference)?;
+    let registry = parsed.resolve_registry().to_owned();
+    let client = client(insecure);
+    let fail = |stage: Stage<'_>, e: OciDistributionError| classify(e, &registry, reference, stage);
+
+    let (raw, manifest_digest) = client
+        .pull_manifest_raw(&parsed, auth, &[OCI_IMAGE_MEDIA_TYPE])
+        .await
+        .map_err(|e| fail(Stage::Manifest, e))?;
+    let not_wasm = |reason: String| FetchError::NotAWasmArtifact {
+        reference: reference.to_owned(),
+        reason,
+    };
+    if raw.len() > MAX_MANIFEST_BYTES {
+        return Err(not_wasm(format!(
+            "manifest is {} bytes, limit {MAX_MANIFEST_BYTES}",
+            raw.len()
+        )));
+    }
+    let manifest: OciImageManifest =
+        serde_json::from_slice(&raw).map_err(|e| not_wasm(format!("manifest does not parse: {e}")))?;
+    let layer = wasm_layer(&manifest).map_err(not_wasm)?;
+
+    let too_large = |actual: String| FetchError::LayerTooLarge {
+        digest: layer.digest.clone(),
+        actual,
+        limit: max_bytes,
+    };
+    let stated = usize::try_from(layer.size).map_err(|_| too_large(format!("size {}", layer.size)))?;
+    if stated > max_bytes {
+        return Err(too_large(format!("{stated} bytes by the manifest")));
+    }
+    let mut stream = client
+        .pull_blob_stream(&parsed, &layer)
+        .await
+        .map_err(|e| fail(Stage::Blob(&layer.digest), e))?;
+    if let Some(length) = stream.content_length
+        && length > stated as u64
+    {
+        return Err(too_large(format!(
+            "{length} bytes by Content-Length (the manifest says {stated})"
+        )));
+    }
+    let mut bytes = Vec::with_capacity(stated);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| classify_stream(e, &registry, reference, &layer.digest))?;
+        if bytes.len() + chunk.len() > stated {
+            return Err(too_large(format!(
+                "more than the manifest's {stated} bytes streamed"
+            )));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    let digest = Digest::of(&bytes);
+    if digest.to_string() != layer.digest {
+        return Err(FetchError::LayerDigestMismatch {
+            expected: layer.digest.clone(),
+            actual: digest.to_string(),
+        });
+    }
+    Ok(Fetched {
+        bytes,
+        digest,
+        origin: format!("oci {reference} (manifest {manifest_digest})"),
+    })
+}
+
+/// The one `application/wasm` layer of a CNCF Wasm artifact manifest.
+fn wasm_layer(manifest: &OciImageManifest) -> Result<OciDescriptor, String> {
+    if manifest.config.media_type != WASM_CONFIG_MEDIA_TYPE {
+        return Err(format!(
+            "config media type is {:?}, want {WASM_CONFIG_MEDIA_TYPE:?}",
+            manifest.config.media_type
+        ));
+    }
+    match manifest.layers.as_slice() {
+        [layer] if layer.media_type == WASM_LAYER_MEDIA_TYPE => Ok(layer.clone()),
+        [layer] => Err(format!(
+            "layer media type is {:?}, want {WASM_LAYER_MEDIA_TYPE:?}",
+            layer.media_type
+        )),
+        layers => Err(format!(
+            "{} layers, want exactly one {WASM_LAYER_MEDIA_TYPE:?} layer",
+            layers.len()
+        )),
+    }
+}
+
+/// Which request failed, to tell a missing manifest from a missing layer.
+#[derive(Clone, Copy)]
+enum Stage<'a> {
+    Manifest,
+    Blob(&'a str),
+    Push,
+}
+
+fn classify(e: OciDistributionError, registry: &str, reference: &str, stage: Stage<'_>) -> FetchError {
+    let message = e.to_string();
+    let unauthorized = || FetchError::RegistryUnauthorized {
+        registry: registry.to_owned(),
+        message: message.clone(),
+    };
+    let not_found = || match stage {
+        Stage::Blob(digest) => FetchError::LayerMissing {
+            reference: reference.to_owned(),
+            digest: digest.to_owned(),
+            message: message.clone(),
+        },
+        Stage::Manifest | Stage::Push => FetchError::ManifestNotFound {
+            reference: reference.to_owned(),
+            message: message.clone(),
+        },
+    };
+    match &e {
+        OciDistributionError::RequestError(re) if re.is_connect() || re.is_timeout() => {
+            FetchError::RegistryUnreachable {
+                registry: registry.to_owned(),
+                message: error_chain(re),
+            }
+        }
+        OciDistributionError::AuthenticationFailure(_) | OciDistributionError::UnauthorizedError { .. } => {
+            unauthorized()
+        }
+        OciDistributionError::RegistryError { envelope, .. } => {
+            let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
+            if codes
+                .iter()
+                .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
+            {
+                unauthorized()
+            } else if codes.iter().any(|c| {
+                matches!(
+                    c,
+                    OciErrorCode::BlobUnknown
+                        | OciErrorCode::ManifestUnknown
+                        | OciErrorCode::NameUnknown
+                        | OciErrorCode::NotFound
+                )
+            }) {
+                not_found()
+            } else {
+                registry_error(reference, message.clone())
+            }
+        }
+        OciDistributionError::ImageManifestNotFoundError(_) => not_found(),
+        OciDistributionError::ServerError { code: 401 | 403, .. } => unauthorized(),
+        OciDistributionError::ServerError { code: 404, .. } => not_found(),
+        OciDistributionError::DigestError(DigestError::VerificationError { expected, actual })
+            if matches!(stage, Stage::Blob(_)) =>
+        {
+            FetchError::LayerDigestMismatch {
+                expected: expected.clone(),
+                actual: actual.clone(),
+            }
+        }
+        OciDistributionError::IoError(io) => classify_io(io, registry, reference),
+        _ => registry_error(reference, message),
+    }
+}
+
+fn classify_stream(e: std::io::Error, registry: &str, reference: &str, _digest: &str) -> FetchError {
+    classify_io(&e, registry, reference)
+}
+
+fn classify_io(e: &std::io::Error, registry: &str, reference: &str) -> FetchError {
+    if let Some(DigestError::VerificationError { expected, actual }) =
+        e.get_ref().and_then(|inner| inner.downcast_ref::<DigestError>())
+    {
+        return FetchError::LayerDigestMismatch {
+            expected: expected.clone(),
+            actual: actual.clone(),
+        };
+    }
+    if let Some(re) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<reqwest::Error>())
+        && (re.is_connect() || re.is_timeout())
+    {
+        return FetchError::RegistryUnreachable {
+            registry: registry.to_owned(),
+            message: error_chain(re),
+        };
+    }
+    registry_error(reference, e.to_string())
+}
+
+fn registry_error(reference: &str, message: String) -> FetchError {
+    FetchError::Registry {
+        reference: reference.to_owned(),
+        message,
+    }
+}
+
+/// `error: cause: cause` — reqwest's own Display hides the cause (connection refused).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+// === credentials ===
+
+#[derive(Deserialize)]
+struct DockerConfig {
+    #[serde(default)]
+    auths: BTreeMap<String, DockerAuth>,
+}
+
+#[derive(Deserialize, Default)]
+struct DockerAuth {
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default, alias = "registrytoken")]
+    identitytoken: Option<String>,
+}
+
+/// `host[:port]` of a docker config key (`https://host:5000/v1/` → `host:5000`), with Docker
+/// Hub's aliases folded into one.
+fn registry_key(key: &str) -> String {
+    let key = key
+        .trim()
+        .trim_start_matches("https://")
+        .trim_start_matches("http://");
+    let host = key.split('/').next().unwrap_or_default().to_ascii_lowercase();
+    match host.as_str() {
+        "docker.io" | "registry-1.docker.io" => "index.docker.io".to_owned(),
+        _ => host,
+    }
+}
+
+/// Credentials for `registry` in a docker config (`{"auths": {...}}`, as in
+/// `~/.docker/config.json` and `kubernetes.io/dockerconfigjson` secrets). `Ok(None)` when the
+/// config has no entry for the registry.
+pub fn credentials_for(config_json: &[u8], registry: &str) -> Result<Option<RegistryAuth>, String> {
+    let config: DockerConfig =
+        serde_json::from_slice(config_json).map_err(|e| format!("not a docker config: {e}"))?;
+    credentials_in(config.auths, registry)
+}
+
+fn credentials_in(
+    auths: BTreeMap<String, DockerAuth>,
+    registry: &str,
+) -> Result<Option<RegistryAuth>, String> {
+    let want = registry_key(registry);
+    let Some((key, entry)) = auths.into_iter().find(|(key, _)| registry_key(key) == want) else {
+        return Ok(None);
+    };
+    if let (Some(user), Some(password)) = (&entry.username, &entry.password) {
+        return Ok(Some(RegistryAuth::Basic(user.clone(), password.clone())));
+    }
+    if let Some(auth) = &entry.auth {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(auth.trim())
+            .map_err(|e| format!("auths[{key:?}].auth is not base64: {e}"))?;
+        let text = String::from_utf8(decoded).map_err(|_| format!("auths[{key:?}].auth is not UTF-8"))?;
+        let (user, password) = text
+            .split_once(':')
+            .ok_or_else(|| format!("auths[{key:?}].auth is not `user:password`"))?;
+        return Ok(Some(RegistryAuth::Basic(user.to_owned(), password.to_owned())));
+    }
+    if let Some(token) = &entry.identitytoken {
+        return Ok(Some(RegistryAuth::Bearer(token.clone())));
+    }
+    Err(format!(
+        "auths[{key:?}] has neither username/password, auth nor identitytoken"
+    ))
+}
+
+/// Registry credentials from a pull secret on the hub.
+pub async fn auth_from_secret(
+    client: &kube::Client,
+    secret_ref: &SecretReference,
+    registry: &str,
+) -> Result<RegistryAuth, FetchError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), &secret_ref.namespace);
+    let secret = api
+        .get_opt(&secret_ref.name)
+        .await
+        .map_err(|source| FetchError::Kube {
+            what: format!("pull secret {}/{}", secret_ref.namespace, secret_ref.name),
+            source,
+        })?
+        .ok_or_else(|| FetchError::PullSecretNotFound {
+            namespace: secret_ref.namespace.clone(),
+            name: secret_ref.name.clone(),
+        })?;
+    let invalid = |reason: String| FetchError::InvalidPullSecret {
+        namespace: secret_ref.namespace.clone(),
+        name: secret_ref.name.clone(),
+        reason,
+    };
+    let data = secret.data.unwrap_or_default();
+    let found = match secret.type_.as_deref() {
+        Some(DOCKER_CONFIG_JSON) => {
+            let json = data
+                .get(".dockerconfigjson")
+                .ok_or_else(|| invalid("no .dockerconfigjson key".to_owned()))?;
+            credentials_for(&json.0, registry).map_err(invalid)?
+        }
+        Some(DOCKER_CFG) => {
+            let json = data
+                .get(".dockercfg")
+                .ok_or_else(|| invalid("no .dockercfg key".to_owned()))?;
+            let auths: BTreeMap<String, DockerAuth> =
+                serde_json::from_slice(&json.0).map_err(|e| invalid(format!("not a docker config: {e}")))?;
+            credentials_in(auths, registry).map_err(invalid)?
+        }
+        other => {
+            return Err(invalid(format!(
+                "type is {:?}, want {DOCKER_CONFIG_JSON}",
+                other.unwrap_or_default()
+            )));
+        }
+    };
+    found.ok_or_else(|| invalid(format!("no credentials for registry {registry}")))
+}
+
+// === push ===
+
+/// What [`push`] published.
+#[derive(Debug, Clone)]
+pub struct Pushed {
+    /// The reference pushed to.
+    pub reference: String,
+    /// Digest of the manifest (pin the artifact with `<repository>@<digest>`).
+    pub manifest_digest: String,
+    /// Digest of the component bytes (the value for `spec.digest`).
+    pub digest: Digest,
+    /// Size of the component.
+    pub size: usize,
+}
+
+/// Publishes `bytes` (a component the host's name checks accept) at `reference` in the CNCF
+/// Wasm layout. The config records the component's imports and exports, as the layout asks.
+pub async fn push(
+    bytes: &[u8],
+    reference: &str,
+    auth: &RegistryAuth,
+    insecure: bool,
+) -> Result<Pushed, FetchError> {
+    let parsed = parse_reference(reference)?;
+    let registry = parsed.resolve_registry().to_owned();
+    let inspection = crate::inspect::inspect(bytes);
+    if !inspection.accepted {
+        return Err(FetchError::NotAWasmArtifact {
+            reference: reference.to_owned(),
+            reason: format!(
+                "refusing to push a file the host would refuse: {}",
+                inspection.refusal.unwrap_or_default()
+            ),
+        });
+    }
+    let digest = Digest::of(bytes);
+    let created = k8s_openapi::jiff::Timestamp::now().to_string();
+    let mut component = serde_json::json!({
+        "exports": inspection.exports,
+        "imports": inspection.imports,
+    });
+    if let Some(v) = &inspection.wit_version {
+        component["target"] = format!("flotilla:addon/addon-plugin@{v}").into();
+    }
+    let config = serde_json::json!({
+        "created": created,
+        "architecture": "wasm",
+        "os": "wasip2",
+        "layerDigests": [digest.to_string()],
+        "component": component,
+    });
+    let config = Config::new(
+        serde_json::to_vec(&config).map_err(|e| registry_error(reference, e.to_string()))?,
+        WASM_CONFIG_MEDIA_TYPE.to_owned(),
+        None,
+    );
+    let layer = ImageLayer::new(bytes.to_vec(), WASM_LAYER_MEDIA_TYPE.to_owned(), None);
+    let mut manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+    manifest.media_type = Some(OCI_IMAGE_MEDIA_TYPE.to_owned());
+    manifest.annotations = Some(BTreeMap::from([(
+        "org.opencontainers.image.created".to_owned(),
+        created,
+    )]));
+
+    let client = client(insecure);
+    let fail = |e: OciDistributionError| classify(e, &registry, reference, Stage::Push);
+    client
+        .push(&parsed, &[layer], config, auth, Some(manifest))
+        .await
+        .map_err(fail)?;
+    let manifest_digest = client.fetch_manifest_digest(&parsed, auth).await.map_err(fail)?;
+    Ok(Pushed {
+        reference: reference.to_owned(),
+        manifest_digest,
+        digest,
+        size: bytes.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn basic(auth: Option<RegistryAuth>) -> Option<(String, String)> {
+        match auth {
+            Some(RegistryAuth::Basic(u, p)) => Some((u, p)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn docker_config_entries_match_by_host_and_port() {
+        let config = br#"{"auths": {
+            "https://127.0.0.1:5000/v1/": {"username": "alice", "password": "s3cret"},
+            "other.example:443": {"auth": "Ym9iOmh1bnRlcjI="},
+            "https://index.docker.io/v1/": {"auth": "Y2Fyb2w6eA=="}
+        }}"#;
+        assert_eq!(
+            basic(credentials_for(config, "127.0.0.1:5000").unwrap()),
+            Some(("alice".into(), "s3cret".into()))
+        );
+        assert_eq!(
+            basic(credentials_for(config, "other.example:443").unwrap()),
+            Some(("bob".into(), "hunter2".into()))
+        );
+        assert_eq!(
+            basic(credentials_for(config, "docker.io").unwrap()),
+            Some(("carol".into(), "x".into()))
+        );
+        assert!(credentials_for(config, "127.0.0.1:5001").unwrap().is_none());
+        assert!(credentials_for(b"not json", "x").is_err());
+        assert!(credentials_for(br#"{"auths": {"x": {}}}"#, "x").is_err());
+    }
+
+    fn manifest(config: &str, layers: &[&str]) -> OciImageManifest {
+        let d = |media: &str| OciDescriptor {
+            media_type: media.to_owned(),
+            digest: Digest::of(media.as_bytes()).to_string(),
+            size: 1,
+            urls: None,
+            annotations: None,
+            artifact_type: None,
+        };
+        OciImageManifest {
+            schema_version: 2,
+            media_type: Some(OCI_IMAGE_MEDIA_TYPE.to_owned()),
+            config: d(config),
+            layers: layers.iter().map(|l| d(l)).collect(),
+            subject: None,
+            artifact_type: None,
+            annotations: None,
+        }
+    }
+
+    #[test]
+    fn only_the_cncf_wasm_layout_is_accepted() {
+        assert!(wasm_layer(&manifest(WASM_CONFIG_MEDIA_TYPE, &[WASM_LAYER_MEDIA_TYPE])).is_ok());
+        let err = wasm_layer(&manifest(
+            "application/vnd.oci.image.config.v1+json",
+            &[WASM_LAYER_MEDIA_TYPE],
+        ))
+        .unwrap_err();
+        assert!(err.contains("config media type"), "{err}");
+        let err = wasm_layer(&manifest(
+            WASM_CONFIG_MEDIA_TYPE,
+            &[WASM_LAYER_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE],
+        ))
+        .unwrap_err();
+        assert!(err.contains("2 layers"), "{err}");
+        let err = wasm_layer(&manifest(
+            WASM_CONFIG_MEDIA_TYPE,
+            &["application/vnd.wasm.content.layer.v1+wasm"],
+        ))
+        .unwrap_err();
+        assert!(err.contains("layer media type"), "{err}");
+    }
+}

@@ -1,0 +1,319 @@
+//! Hook inputs from Kubernetes objects: `ManagedCluster` → [`Cluster`], `ManagedClusterAddOn` →
+//! [`Addon`], config objects → [`ResolvedConfig`], `CertificateSigningRequest` → [`Csr`].
+//!
+//! `flotilla plugin run` reads these objects from YAML files; the add-on manager builds the same
+//! records from the objects it watches, so a hook sees the same input either way. Objects are
+//! taken as JSON values so any served version (or a hand-written file) works.
+//!
+//! A config's `spec-json` is the object's `spec`; for kinds without one (ConfigMap, Secret) it is
+//! the object minus `apiVersion`, `kind`, `metadata` and `status` (for a ConfigMap:
+//! `{"data": {...}}`). `spec-hash` is the lower-hex SHA-256 of that JSON with keys sorted, as OCM
+//! writes to `configReferences`.
+
+use base64::Engine as _;
+use serde_json::{Map, Value};
+use sha2::{Digest as _, Sha256};
+
+use crate::types::{Addon, Cluster, Csr, KeyValue, ResolvedConfig};
+use crate::validate::DEFAULT_INSTALL_NAMESPACE;
+
+/// Why an object cannot be turned into a hook input.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {reason}")]
+pub struct InputError {
+    /// Which object.
+    pub what: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+fn err(what: &str, reason: impl Into<String>) -> InputError {
+    InputError {
+        what: what.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+fn pairs(map: Option<&Value>) -> Vec<KeyValue> {
+    map.and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| KeyValue {
+                    key: k.clone(),
+                    value: v.as_str().unwrap_or_default().to_owned(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn name_of(object: &Value, what: &str) -> Result<String, InputError> {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| err(what, "metadata.name is missing"))
+}
+
+fn expect_kind(object: &Value, kind: &str, what: &str) -> Result<(), InputError> {
+    match object.get("kind").and_then(Value::as_str) {
+        Some(k) if k == kind => Ok(()),
+        other => Err(err(
+            what,
+            format!("kind is {:?}, want {kind}", other.unwrap_or_default()),
+        )),
+    }
+}
+
+/// A `ManagedCluster` as the hooks see it: name, labels, annotations, claims
+/// (`status.clusterClaims`) and `status.version.kubernetes`.
+pub fn cluster(object: &Value) -> Result<Cluster, InputError> {
+    let what = "ManagedCluster";
+    expect_kind(object, what, what)?;
+    let claims = object
+        .pointer("/status/clusterClaims")
+        .and_then(Value::as_array)
+        .map(|claims| {
+            claims
+                .iter()
+                .filter_map(|c| {
+                    Some(KeyValue {
+                        key: c.get("name")?.as_str()?.to_owned(),
+                        value: c
+                            .get("value")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Cluster {
+        name: name_of(object, what)?,
+        labels: pairs(object.pointer("/metadata/labels")),
+        annotations: pairs(object.pointer("/metadata/annotations")),
+        claims,
+        kubernetes_version: object
+            .pointer("/status/version/kubernetes")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+    })
+}
+
+/// A `ManagedClusterAddOn` as the hooks see it. The install namespace is resolved as OCM does:
+/// an `AddOnDeploymentConfig`'s `agentInstallNamespace` among `configs`, then the add-on's
+/// `spec.installNamespace`, then `default_namespace` (the plugin's `describe()` default), then
+/// `open-cluster-management-agent-addon`.
+pub fn addon(
+    object: &Value,
+    configs: &[ResolvedConfig],
+    default_namespace: Option<&str>,
+) -> Result<Addon, InputError> {
+    let what = "ManagedClusterAddOn";
+    expect_kind(object, what, what)?;
+    let from_config = configs
+        .iter()
+        .rev()
+        .filter(|c| c.resource == "addondeploymentconfigs")
+        .find_map(|c| {
+            let spec: Value = serde_json::from_str(&c.spec_json).ok()?;
+            spec.get("agentInstallNamespace")?
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        });
+    let from_spec = object
+        .pointer("/spec/installNamespace")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned);
+    let install_namespace = from_config
+        .or(from_spec)
+        .or_else(|| default_namespace.map(str::to_owned))
+        .unwrap_or_else(|| DEFAULT_INSTALL_NAMESPACE.to_owned());
+    Ok(Addon {
+        name: name_of(object, what)?,
+        install_namespace,
+        annotations: pairs(object.pointer("/metadata/annotations")),
+    })
+}
+
+/// The plural resource of `kind` (lower case, English plural rules Kubernetes' defaulting uses).
+pub fn plural(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    if lower.ends_with('s') || lower.ends_with('x') || lower.ends_with("ch") {
+        format!("{lower}es")
+    } else if let Some(stem) = lower.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+    {
+        format!("{stem}ies")
+    } else {
+        format!("{lower}s")
+    }
+}
+
+/// A config object (an `AddOnDeploymentConfig`, a ConfigMap, any kind with a `spec`) as a
+/// resolved config. See the module docs for `spec-json` and `spec-hash`.
+pub fn resolved_config(object: &Value) -> Result<ResolvedConfig, InputError> {
+    let kind = object
+        .get("kind")
+        .and_then(Value::as_str)
+        .ok_or_else(|| err("config", "kind is missing"))?;
+    let what = format!("config {kind}");
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .ok_or_else(|| err(&what, "apiVersion is missing"))?;
+    let group = api_version
+        .rsplit_once('/')
+        .map(|(g, _)| g.to_owned())
+        .unwrap_or_default();
+    let spec = match object.get("spec") {
+        Some(spec) => spec.clone(),
+        None => {
+            let mut rest: Map<String, Value> = object.as_object().cloned().unwrap_or_default();
+            for key in ["apiVersion", "kind", "metadata", "status"] {
+                rest.remove(key);
+            }
+            Value::Object(rest)
+        }
+    };
+    let spec_json = serde_json::to_string(&sorted(spec)).map_err(|e| err(&what, e.to_string()))?;
+    Ok(ResolvedConfig {
+        group,
+        resource: plural(kind),
+        namespace: object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        name: name_of(object, &what)?,
+        spec_hash: hex::encode(Sha256::digest(spec_json.as_bytes())),
+        spec_json,
+    })
+}
+
+/// `value` with every object's keys in sorted order (as Go's `json.Marshal` writes maps), whatever
+/// order serde_json's map keeps.
+fn sorted(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let ordered: std::collections::BTreeMap<String, Value> =
+                map.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+            Value::Object(ordered.into_iter().collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}
+
+/// A `CertificateSigningRequest` (`certificates.k8s.io/v1`) as `approve-csr` sees it: the
+/// request's subject and DNS names are read from the PEM in `spec.request`.
+pub fn csr(object: &Value) -> Result<Csr, InputError> {
+    let what = "CertificateSigningRequest";
+    expect_kind(object, what, what)?;
+    let strings = |pointer: &str| -> Vec<String> {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default()
+    };
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let request = text("/spec/request");
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(request.trim())
+        .map_err(|e| err(what, format!("spec.request is not base64: {e}")))?;
+    let info =
+        flotilla_core::x509::parse_request(&pem).map_err(|e| err(what, format!("spec.request: {e}")))?;
+    Ok(Csr {
+        name: name_of(object, what)?,
+        signer_name: text("/spec/signerName"),
+        username: text("/spec/username"),
+        groups: strings("/spec/groups"),
+        common_name: info.subject.common_name,
+        organizations: info.subject.organizations,
+        organizational_units: info.subject.organizational_units,
+        dns_names: info.dns_names,
+        usages: strings("/spec/usages"),
+        request_pem: String::from_utf8_lossy(&pem).into_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn plurals_follow_kubernetes_defaulting() {
+        assert_eq!(plural("AddOnDeploymentConfig"), "addondeploymentconfigs");
+        assert_eq!(plural("ConfigMap"), "configmaps");
+        assert_eq!(plural("Ingress"), "ingresses");
+        assert_eq!(plural("NetworkPolicy"), "networkpolicies");
+        assert_eq!(plural("Gateway"), "gateways");
+    }
+
+    #[test]
+    fn a_managed_cluster_carries_labels_claims_and_version() {
+        let c = cluster(&json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+            "metadata": {"name": "c1", "labels": {"env": "prod"}},
+            "status": {"clusterClaims": [{"name": "platform", "value": "AWS"}],
+                       "version": {"kubernetes": "v1.33.1"}}
+        }))
+        .unwrap();
+        assert_eq!(c.name, "c1");
+        assert_eq!(c.labels[0].key, "env");
+        assert_eq!(c.claims[0].value, "AWS");
+        assert_eq!(c.kubernetes_version, "v1.33.1");
+        assert!(cluster(&json!({"kind": "ConfigMap", "metadata": {"name": "x"}})).is_err());
+    }
+
+    #[test]
+    fn the_install_namespace_prefers_the_deployment_config() {
+        let mca = json!({"kind": "ManagedClusterAddOn", "metadata": {"name": "a", "namespace": "c1"},
+                         "spec": {"installNamespace": "from-spec"}});
+        let adc = resolved_config(&json!({
+            "apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "AddOnDeploymentConfig",
+            "metadata": {"name": "d", "namespace": "default"},
+            "spec": {"agentInstallNamespace": "from-config"}
+        }))
+        .unwrap();
+        assert_eq!(adc.group, "addon.open-cluster-management.io");
+        assert_eq!(adc.resource, "addondeploymentconfigs");
+        assert_eq!(
+            addon(&mca, &[adc], None).unwrap().install_namespace,
+            "from-config"
+        );
+        assert_eq!(addon(&mca, &[], None).unwrap().install_namespace, "from-spec");
+        let bare = json!({"kind": "ManagedClusterAddOn", "metadata": {"name": "a"}});
+        assert_eq!(addon(&bare, &[], Some("mine")).unwrap().install_namespace, "mine");
+        assert_eq!(
+            addon(&bare, &[], None).unwrap().install_namespace,
+            DEFAULT_INSTALL_NAMESPACE
+        );
+    }
+
+    #[test]
+    fn a_config_map_config_is_its_data_and_the_hash_is_stable() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "c", "namespace": "n"}, "data": {"b": "2", "a": "1"}});
+        let rc = resolved_config(&cm).unwrap();
+        assert_eq!(rc.group, "");
+        assert_eq!(rc.resource, "configmaps");
+        assert_eq!(rc.spec_json, r#"{"data":{"a":"1","b":"2"}}"#);
+        assert_eq!(rc.spec_hash.len(), 64);
+        assert_eq!(resolved_config(&cm).unwrap().spec_hash, rc.spec_hash);
+    }
+}

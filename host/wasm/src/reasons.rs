@@ -1,0 +1,78 @@
+//! Condition reasons the plugin host writes on `AddOnPlugin` status, one module per condition.
+//!
+//! The reasons the API crate already names (`flotilla_api::plugins::consts`) are re-exported so
+//! every reason a person can read in `kubectl describe addonplugin` is found here; the extra ones
+//! name faults the host tells apart while fetching and validating (a registry that is down is a
+//! different fix from a layer deleted from it). All are CamelCase and stable: alerts and runbooks
+//! match on them.
+//!
+//! | condition | reasons |
+//! |---|---|
+//! | `Fetched` | `Fetched`, `InvalidSource`, `ConfigMapNotFound`, `ConfigMapKeyNotFound`, `InvalidEncoding`, `TooLarge`, `InvalidReference`, `PullSecretNotFound`, `InvalidPullSecret`, `RegistryUnreachable`, `RegistryUnauthorized`, `ManifestNotFound`, `NotAWasmArtifact`, `LayerTooLarge`, `LayerMissing`, `LayerDigestMismatch`, `OCIPullFailed`, `InvalidDigest`, `DigestMismatch`, `KubeAPIError` |
+//! | `Validated` | `Validated`, `FetchFailed`, `NotAComponent`, `NotWasm`, `MissingHooks`, `UnsupportedWitVersion`, `ForbiddenImport`, `WorldMismatch`, `CompileFailed`, `DescribeFailed`, `InvalidOptions`, `InvalidLimits`, `TooLarge`, `HostError` |
+//! | `Ready` | `Ready`, `NotFetched`, `NotValidated`, `AddOnNameConflict` |
+//! | `Degraded` | `AsExpected`, `RevisionRejected`, `PluginFaulting` |
+
+/// Reasons of `Fetched`.
+pub mod fetched {
+    pub use flotilla_api::plugins::consts::fetched::*;
+
+    /// False: `spec.source` sets neither or both of `configMap` and `oci`.
+    pub const INVALID_SOURCE: &str = "InvalidSource";
+    /// False: the OCI reference does not parse.
+    pub const INVALID_REFERENCE: &str = "InvalidReference";
+    /// False: the pull secret exists but is not a usable docker config for the registry.
+    pub const INVALID_PULL_SECRET: &str = "InvalidPullSecret";
+    /// False: the registry could not be reached (connection refused, DNS, timeout).
+    pub const REGISTRY_UNREACHABLE: &str = "RegistryUnreachable";
+    /// False: the registry refused the credentials (or demanded some and none were given).
+    pub const REGISTRY_UNAUTHORIZED: &str = "RegistryUnauthorized";
+    /// False: the registry has no manifest under the reference.
+    pub const MANIFEST_NOT_FOUND: &str = "ManifestNotFound";
+    /// False: the artifact is not the CNCF Wasm layout (config media type
+    /// `application/vnd.wasm.config.v0+json`, exactly one `application/wasm` layer).
+    pub const NOT_A_WASM_ARTIFACT: &str = "NotAWasmArtifact";
+    /// False: the layer is larger than the host accepts (by the manifest, the response, or the
+    /// bytes actually streamed).
+    pub const LAYER_TOO_LARGE: &str = "LayerTooLarge";
+    /// False: the manifest names a layer blob the registry does not have.
+    pub const LAYER_MISSING: &str = "LayerMissing";
+    /// False: the layer's bytes do not hash to the digest the manifest names (tampered blob).
+    pub const LAYER_DIGEST_MISMATCH: &str = "LayerDigestMismatch";
+    /// False: `spec.digest` is not `sha256:<64 hex digits>`.
+    pub const INVALID_DIGEST: &str = "InvalidDigest";
+    /// False: reading the ConfigMap or Secret from the hub's API server failed.
+    pub const KUBE_API_ERROR: &str = "KubeAPIError";
+}
+
+/// Reasons of `Validated`.
+pub mod validated {
+    pub use flotilla_api::plugins::consts::validated::*;
+
+    /// Unknown: the newest revision was not fetched, so there was nothing to validate.
+    pub const FETCH_FAILED: &str = "FetchFailed";
+    /// False: the bytes are not WebAssembly at all.
+    pub const NOT_WASM: &str = "NotWasm";
+    /// False: the component does not export `flotilla:addon/hooks`.
+    pub const MISSING_HOOKS: &str = "MissingHooks";
+    /// False: the component's imports or exports have the right names but the wrong types.
+    pub const WORLD_MISMATCH: &str = "WorldMismatch";
+    /// False: `spec.limits` exceed what the host's engine was built for.
+    pub const INVALID_LIMITS: &str = "InvalidLimits";
+    /// False: the component is larger than the host's component size cap.
+    pub const TOO_LARGE: &str = "TooLarge";
+    /// False: the host failed for a reason of its own (not the plugin's); see the message.
+    pub const HOST_ERROR: &str = "HostError";
+}
+
+/// Reasons of `Ready`.
+pub mod ready {
+    pub use flotilla_api::plugins::consts::ready::*;
+}
+
+/// Reasons of `Degraded`.
+pub mod degraded {
+    pub use flotilla_api::plugins::consts::degraded::*;
+}
+
+pub use flotilla_api::plugins::consts::condition;

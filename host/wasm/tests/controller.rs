@@ -1,0 +1,573 @@
+//! The `AddOnPlugin` controller against a real API server and a real OCI registry: plugins from
+//! ConfigMaps (plain and gzip) and registries (anonymous and with a pull secret), every refusal
+//! named in a condition, a revision swap under load that never drops or mixes answers, and a bad
+//! new revision that leaves the last good one serving with `Degraded` True.
+//!
+//! One controller runs for the whole test binary, on its own thread and runtime (tests each get
+//! a runtime of their own); each test uses its own names.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use common::{addon, cluster, component_from_wit, contract_wit, ends_within, runtime};
+use flotilla_api::plugins::v1alpha1::{
+    AddOnPlugin, AddOnPluginSpec, AddOnPluginStatus, ConfigMapSource, OciSource, PluginSource,
+    SecretReference,
+};
+use flotilla_test_plugins as plugins;
+use flotilla_testing::registry::Registry;
+use flotilla_testing::{ControlPlane, wait};
+use flotilla_wasm::controller::{self, ControllerConfig};
+use flotilla_wasm::fetch::oci::{self, RegistryAuth};
+use flotilla_wasm::{Digest, PluginRegistry};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+const NS: &str = "plugin-sources";
+/// The cap the test controller accepts: small enough to refuse a 9 MiB layer quickly.
+const MAX_FETCH: usize = 8 << 20;
+
+struct Env {
+    cp: &'static ControlPlane,
+    registry: Arc<PluginRegistry>,
+}
+
+/// The control plane, the plugin sources namespace and the controller, started once.
+async fn env() -> &'static Env {
+    static ENV: OnceLock<Env> = OnceLock::new();
+    static START: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    START
+        .get_or_init(|| async {
+            let cp = flotilla_testing::shared("plugins")
+                .await
+                .expect("control plane starts");
+            let client = cp.admin_client().await.expect("test environment");
+            let namespaces: Api<Namespace> = Api::all(client);
+            let ns: Namespace =
+                serde_json::from_value(json!({"metadata": {"name": NS}})).expect("test environment");
+            let _ = namespaces.create(&PostParams::default(), &ns).await;
+
+            let registry = Arc::new(PluginRegistry::new(runtime()));
+            let for_controller = Arc::clone(&registry);
+            let kubeconfig = std::fs::read_to_string(cp.admin_kubeconfig()).expect("test environment");
+            std::thread::Builder::new()
+                .name("addonplugin-controller".into())
+                .spawn(move || {
+                    let rt = tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(2)
+                        .enable_all()
+                        .build()
+                        .expect("test environment");
+                    rt.block_on(async move {
+                        let client = flotilla_testing::kubeconfig::client_from_yaml(&kubeconfig)
+                            .await
+                            .expect("test environment");
+                        let config = ControllerConfig {
+                            max_fetch_bytes: MAX_FETCH,
+                            resync: Duration::from_secs(5),
+                            backoff_min: Duration::from_millis(200),
+                            backoff_max: Duration::from_secs(2),
+                        };
+                        controller::run(client, for_controller, config).await;
+                    });
+                })
+                .expect("test environment");
+            let _ = ENV.set(Env { cp, registry });
+        })
+        .await;
+    ENV.get().expect("environment started")
+}
+
+async fn client() -> Client {
+    env().await.cp.admin_client().await.expect("test environment")
+}
+
+fn bytes(path: &str) -> Vec<u8> {
+    std::fs::read(path).expect("plugin component was built")
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(data).expect("test environment");
+    e.finish().expect("test environment")
+}
+
+async fn put_config_map(name: &str, data: Vec<u8>) {
+    let api: Api<ConfigMap> = Api::namespaced(client().await, NS);
+    let cm = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        binary_data: Some(BTreeMap::from([("plugin.wasm".to_owned(), ByteString(data))])),
+        ..Default::default()
+    };
+    api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&cm))
+        .await
+        .expect("test environment");
+}
+
+fn cm_source(name: &str) -> PluginSource {
+    PluginSource {
+        config_map: Some(ConfigMapSource {
+            namespace: NS.into(),
+            name: name.into(),
+            key: "plugin.wasm".into(),
+        }),
+        oci: None,
+    }
+}
+
+fn oci_source(reference: &str, pull_secret: Option<&str>) -> PluginSource {
+    PluginSource {
+        config_map: None,
+        oci: Some(OciSource {
+            reference: reference.into(),
+            pull_secret_ref: pull_secret.map(|name| SecretReference {
+                namespace: NS.into(),
+                name: name.into(),
+            }),
+            insecure: true,
+        }),
+    }
+}
+
+async fn apply_plugin(name: &str, source: PluginSource, digest: Option<Digest>) {
+    let api: Api<AddOnPlugin> = Api::all(client().await);
+    let plugin = AddOnPlugin::new(
+        name,
+        AddOnPluginSpec {
+            source,
+            digest: digest.map(|d| d.to_string()),
+            ..AddOnPluginSpec::default()
+        },
+    );
+    api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&plugin))
+        .await
+        .expect("test environment");
+}
+
+/// Waits until condition `type_` of `name` has `status` and `reason` for the current
+/// generation; returns the whole status.
+async fn await_condition(name: &str, type_: &str, status: &str, reason: &str) -> AddOnPluginStatus {
+    let api: Api<AddOnPlugin> = Api::all(client().await);
+    wait::until(
+        &format!("AddOnPlugin {name} {type_}={status} {reason}"),
+        Duration::from_secs(120),
+        || {
+            let api = api.clone();
+            async move {
+                let p = api.get(name).await?;
+                let st = p.status.clone().unwrap_or_default();
+                let hit = st.observed_generation == p.metadata.generation
+                    && st
+                        .conditions
+                        .iter()
+                        .any(|c| c.type_ == type_ && c.status == status && c.reason == reason);
+                if hit {
+                    Ok::<_, anyhow_like::Error>(Some(st))
+                } else {
+                    Err(anyhow_like::Error(format!("{:?}", st.conditions)))
+                }
+            }
+        },
+    )
+    .await
+    .expect("test environment")
+}
+
+/// A tiny error type for `wait::until` (which wants `Display`).
+mod anyhow_like {
+    #[derive(Debug)]
+    pub struct Error(pub String);
+    impl std::fmt::Display for Error {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+    impl From<kube::Error> for Error {
+        fn from(e: kube::Error) -> Self {
+            Error(e.to_string())
+        }
+    }
+}
+
+fn condition<'a>(
+    status: &'a AddOnPluginStatus,
+    type_: &str,
+) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .expect("condition present")
+}
+
+#[tokio::test]
+async fn a_plugin_from_a_config_map_plain_or_gzip_becomes_ready_and_serves() {
+    let env = env().await;
+    let wasm = bytes(plugins::HELLOWORLD);
+    put_config_map("hello-plain", wasm.clone()).await;
+    put_config_map("hello-gzip", gzip(&wasm)).await;
+    for name in ["hello-plain", "hello-gzip"] {
+        apply_plugin(name, cm_source(name), Some(Digest::of(&wasm))).await;
+        let status = await_condition(name, "Ready", "True", "Ready").await;
+        assert_eq!(status.digest, Some(Digest::of(&wasm).to_string()));
+        assert_eq!(status.wit_version.as_deref(), Some("flotilla:addon@0.1.0"));
+        let describe = status.describe.clone().unwrap();
+        assert_eq!(describe.registrations.len(), 1);
+        assert_eq!(condition(&status, "Fetched").reason, "Fetched");
+        assert_eq!(condition(&status, "Validated").reason, "Validated");
+        assert_eq!(condition(&status, "Degraded").status, "False");
+
+        // The add-on manager's lookup: by add-on name (metadata.name here).
+        let plugin = env.registry.require(name).unwrap();
+        let objects = plugin
+            .manifests(&cluster("cluster1"), &addon(name), &[])
+            .await
+            .unwrap();
+        assert_eq!(objects.len(), 4);
+    }
+}
+
+#[tokio::test]
+async fn config_map_faults_are_named() {
+    env().await;
+    apply_plugin("cm-missing", cm_source("does-not-exist"), None).await;
+    let status = await_condition("cm-missing", "Fetched", "False", "ConfigMapNotFound").await;
+    assert_eq!(condition(&status, "Ready").reason, "NotFetched");
+    assert_eq!(condition(&status, "Degraded").status, "True");
+
+    put_config_map("cm-wrong-digest", bytes(plugins::REVISION_B)).await;
+    apply_plugin(
+        "cm-wrong-digest",
+        cm_source("cm-wrong-digest"),
+        Some(Digest::of(b"something else")),
+    )
+    .await;
+    let status = await_condition("cm-wrong-digest", "Fetched", "False", "DigestMismatch").await;
+    assert!(
+        condition(&status, "Fetched").message.contains("spec.digest"),
+        "{status:?}"
+    );
+    assert!(env().await.registry.get("cm-wrong-digest").is_none());
+}
+
+/// Hostile components get a `Validated` reason naming the fault.
+#[tokio::test]
+async fn hostile_plugins_are_refused_with_the_fault_in_validated() {
+    env().await;
+    let acme = "package acme:net@1.0.0;\n/// Exfiltration.\ninterface exfil {\n  /// Sends.\n  send: func(data: string);\n}\n";
+    let forbidden = component_from_wit(
+        &[acme],
+        &contract_wit().replace("  import host;", "  import host;\n  import acme:net/exfil@1.0.0;"),
+        "addon-plugin",
+    );
+    let future_version = component_from_wit(
+        &[],
+        &contract_wit().replace("flotilla:addon@0.1.0", "flotilla:addon@0.9.0"),
+        "addon-plugin",
+    );
+    let core_module = wat::parse_str("(module)").unwrap();
+    let cases: [(&str, Vec<u8>, &str, &str); 5] = [
+        ("hostile-import", forbidden, "ForbiddenImport", "acme:net/exfil"),
+        (
+            "hostile-version",
+            future_version,
+            "UnsupportedWitVersion",
+            "0.9.0",
+        ),
+        ("hostile-module", core_module, "NotAComponent", "not a component"),
+        (
+            "hostile-liar",
+            bytes(plugins::HOSTILE_LIAR),
+            "InvalidOptions",
+            "kubernetes.io",
+        ),
+        (
+            "hostile-describe-trap",
+            bytes(plugins::HOSTILE_DESCRIBE_TRAP),
+            "DescribeFailed",
+            "describe",
+        ),
+    ];
+    for (name, wasm, _, _) in &cases {
+        put_config_map(name, wasm.clone()).await;
+        apply_plugin(name, cm_source(name), None).await;
+    }
+    for (name, _, reason, words) in &cases {
+        let status = await_condition(name, "Validated", "False", reason).await;
+        let message = &condition(&status, "Validated").message;
+        assert!(message.contains(words), "{name}: {message}");
+        assert_eq!(condition(&status, "Ready").reason, "NotValidated", "{name}");
+        assert_eq!(condition(&status, "Degraded").status, "True", "{name}");
+        assert!(status.digest.is_none(), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn oci_plugins_load_and_registry_faults_are_named() {
+    let env = env().await;
+    let registry = Registry::start().await.unwrap();
+    let anonymous = RegistryAuth::Anonymous;
+    let wasm = bytes(plugins::HELLOWORLD);
+
+    let good = registry.reference("plugins/hello", "v1");
+    let pushed = oci::push(&wasm, &good, &anonymous, true).await.unwrap();
+    apply_plugin("oci-hello", oci_source(&good, None), Some(pushed.digest)).await;
+    await_condition("oci-hello", "Ready", "True", "Ready").await;
+    assert_eq!(env.registry.require("oci-hello").unwrap().digest(), pushed.digest);
+
+    // A wrong pinned digest.
+    apply_plugin(
+        "oci-wrong-digest",
+        oci_source(&good, None),
+        Some(Digest::of(b"x")),
+    )
+    .await;
+    await_condition("oci-wrong-digest", "Fetched", "False", "DigestMismatch").await;
+
+    // A tampered blob.
+    let tampered = registry.reference("plugins/tampered", "v1");
+    let p = oci::push(&bytes(plugins::REVISION_B), &tampered, &anonymous, true)
+        .await
+        .unwrap();
+    let blob = registry.blob_path(&p.digest.to_string());
+    let mut data = std::fs::read(&blob).unwrap();
+    data[100] ^= 0x55;
+    std::fs::write(&blob, data).unwrap();
+    apply_plugin("oci-tampered", oci_source(&tampered, None), None).await;
+    await_condition("oci-tampered", "Fetched", "False", "LayerDigestMismatch").await;
+
+    // A missing layer.
+    let missing = registry.reference("plugins/missing", "v1");
+    let p = oci::push(&bytes(plugins::HOSTILE_TRAP), &missing, &anonymous, true)
+        .await
+        .unwrap();
+    std::fs::remove_dir_all(registry.blob_path(&p.digest.to_string()).parent().unwrap()).unwrap();
+    apply_plugin("oci-missing", oci_source(&missing, None), None).await;
+    await_condition("oci-missing", "Fetched", "False", "LayerMissing").await;
+
+    // An oversized layer (9 MiB against the controller's 8 MiB cap), refused by the manifest's
+    // stated size before its bytes are read.
+    let big = registry.reference("plugins/big", "v1");
+    let mut huge = b"\0asm\x0d\0\x01\0".to_vec();
+    huge.resize(9 << 20, 0);
+    let client = oci_client::Client::new(oci_client::client::ClientConfig {
+        protocol: oci_client::client::ClientProtocol::Http,
+        ..Default::default()
+    });
+    let config =
+        oci_client::client::Config::new(b"{}".to_vec(), oci::WASM_CONFIG_MEDIA_TYPE.to_owned(), None);
+    let layer = oci_client::client::ImageLayer::new(huge, oci::WASM_LAYER_MEDIA_TYPE.to_owned(), None);
+    client
+        .push(&big.parse().unwrap(), &[layer], config, &anonymous, None)
+        .await
+        .unwrap();
+    apply_plugin("oci-big", oci_source(&big, None), None).await;
+    let status = await_condition("oci-big", "Fetched", "False", "LayerTooLarge").await;
+    assert!(
+        condition(&status, "Fetched").message.contains("manifest"),
+        "{status:?}"
+    );
+
+    // The registry down: a new digest cannot be fetched, the last good revision keeps serving.
+    let mut registry = registry;
+    let next = registry.reference("plugins/hello", "v2");
+    let next_digest = oci::push(&bytes(plugins::REVISION_B), &next, &anonymous, true)
+        .await
+        .unwrap()
+        .digest;
+    registry.stop();
+    apply_plugin("oci-hello", oci_source(&next, None), Some(next_digest)).await;
+    let status = await_condition("oci-hello", "Fetched", "False", "RegistryUnreachable").await;
+    assert_eq!(condition(&status, "Degraded").status, "True");
+    assert_eq!(condition(&status, "Ready").status, "True");
+    assert_eq!(status.digest, Some(pushed.digest.to_string()));
+    assert_eq!(env.registry.require("oci-hello").unwrap().digest(), pushed.digest);
+}
+
+#[tokio::test]
+async fn a_pull_secret_authenticates_and_a_wrong_one_is_refused() {
+    env().await;
+    let registry = Registry::builder()
+        .htpasswd("alice", "s3cret")
+        .start()
+        .await
+        .unwrap();
+    let reference = registry.reference("plugins/private", "v1");
+    let alice = RegistryAuth::Basic("alice".into(), "s3cret".into());
+    oci::push(&bytes(plugins::HELLOWORLD), &reference, &alice, true)
+        .await
+        .unwrap();
+
+    let secrets: Api<Secret> = Api::namespaced(client().await, NS);
+    for (name, password) in [("pull-right", "s3cret"), ("pull-wrong", "guess")] {
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "type": "kubernetes.io/dockerconfigjson",
+            "stringData": {".dockerconfigjson": registry.docker_config_json("alice", password)},
+        }))
+        .unwrap();
+        secrets
+            .patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&secret))
+            .await
+            .unwrap();
+    }
+
+    apply_plugin("private-ok", oci_source(&reference, Some("pull-right")), None).await;
+    await_condition("private-ok", "Ready", "True", "Ready").await;
+
+    apply_plugin("private-wrong", oci_source(&reference, Some("pull-wrong")), None).await;
+    await_condition("private-wrong", "Fetched", "False", "RegistryUnauthorized").await;
+
+    apply_plugin("private-none", oci_source(&reference, None), None).await;
+    await_condition("private-none", "Fetched", "False", "RegistryUnauthorized").await;
+
+    apply_plugin("private-no-secret", oci_source(&reference, Some("absent")), None).await;
+    await_condition("private-no-secret", "Fetched", "False", "PullSecretNotFound").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_swap_under_load_never_drops_or_mixes_and_a_bad_revision_keeps_the_last_good() {
+    let env = env().await;
+    let (old, new) = (bytes(plugins::HELLOWORLD), bytes(plugins::REVISION_B));
+    let (old_digest, new_digest) = (Digest::of(&old), Digest::of(&new));
+    put_config_map("swap-a", old.clone()).await;
+    put_config_map("swap-b", new.clone()).await;
+    put_config_map("swap-bad", bytes(plugins::HOSTILE_DESCRIBE_TRAP)).await;
+    apply_plugin("swap", cm_source("swap-a"), Some(old_digest)).await;
+    await_condition("swap", "Ready", "True", "Ready").await;
+
+    let (c, a) = (cluster("cluster1"), addon("swap"));
+    let expected_old = env
+        .registry
+        .require("swap")
+        .unwrap()
+        .manifests(&c, &a, &[])
+        .await
+        .unwrap();
+    let probe = runtime()
+        .load("swap-probe", new.clone(), None, flotilla_wasm::Limits::default())
+        .await
+        .unwrap();
+    let expected_new = probe.manifests(&c, &a, &[]).await.unwrap();
+    assert_ne!(expected_old, expected_new);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..6)
+        .map(|_| {
+            let (registry, stop, done, c, a) = (
+                Arc::clone(&env.registry),
+                stop.clone(),
+                done.clone(),
+                c.clone(),
+                a.clone(),
+            );
+            tokio::spawn(async move {
+                let mut seen: Vec<(Digest, Result<Vec<Value>, String>)> = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let plugin = registry.require("swap").expect("a revision always serves");
+                    let result = plugin.manifests(&c, &a, &[]).await.map_err(|e| e.to_string());
+                    seen.push((plugin.digest(), result));
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+                seen
+            })
+        })
+        .collect();
+
+    while done.load(Ordering::Relaxed) < 30 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    apply_plugin("swap", cm_source("swap-b"), Some(new_digest)).await;
+    let status = await_condition("swap", "Ready", "True", "Ready").await;
+    assert_eq!(status.digest, Some(new_digest.to_string()));
+    let after = done.load(Ordering::Relaxed);
+    while done.load(Ordering::Relaxed) < after + 30 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // A bad revision while the load goes on: refused, the good one keeps serving.
+    apply_plugin("swap", cm_source("swap-bad"), None).await;
+    let status = await_condition("swap", "Validated", "False", "DescribeFailed").await;
+    assert_eq!(condition(&status, "Degraded").status, "True");
+    assert_eq!(condition(&status, "Ready").status, "True");
+    assert!(
+        condition(&status, "Degraded")
+            .message
+            .contains(&new_digest.to_string()),
+        "{status:?}"
+    );
+    assert_eq!(status.digest, Some(new_digest.to_string()));
+    let after = done.load(Ordering::Relaxed);
+    while done.load(Ordering::Relaxed) < after + 10 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+
+    let (mut from_old, mut from_new) = (0, 0);
+    for worker in workers {
+        for (digest, result) in ends_within(Duration::from_secs(60), worker).await.unwrap() {
+            let objects = result.expect("no call fails during a swap");
+            if digest == old_digest {
+                assert_eq!(objects, expected_old, "an old-revision answer differs");
+                from_old += 1;
+            } else {
+                assert_eq!(digest, new_digest, "only the two good revisions ever served");
+                assert_eq!(objects, expected_new, "a new-revision answer differs");
+                from_new += 1;
+            }
+        }
+    }
+    assert!(from_old >= 30 && from_new >= 40, "old {from_old}, new {from_new}");
+    assert_eq!(env.registry.require("swap").unwrap().digest(), new_digest);
+}
+
+#[tokio::test]
+async fn deleting_an_add_on_plugin_unloads_it_and_a_second_plugin_for_the_same_add_on_conflicts() {
+    let env = env().await;
+    let wasm = bytes(plugins::REVISION_B);
+    put_config_map("owner", wasm.clone()).await;
+    apply_plugin("owner", cm_source("owner"), None).await;
+    await_condition("owner", "Ready", "True", "Ready").await;
+
+    let api: Api<AddOnPlugin> = Api::all(client().await);
+    let second = AddOnPlugin::new(
+        "second",
+        AddOnPluginSpec {
+            add_on_name: "owner".into(),
+            source: cm_source("owner"),
+            ..AddOnPluginSpec::default()
+        },
+    );
+    api.patch(
+        "second",
+        &PatchParams::apply("test").force(),
+        &Patch::Apply(&second),
+    )
+    .await
+    .unwrap();
+    let status = await_condition("second", "Ready", "False", "AddOnNameConflict").await;
+    assert!(condition(&status, "Ready").message.contains("owner"));
+
+    api.delete("owner", &DeleteParams::default()).await.unwrap();
+    wait::until("AddOnPlugin owner deleted", Duration::from_secs(60), || {
+        let api = api.clone();
+        async move { Ok::<_, kube::Error>(api.get_opt("owner").await?.is_none().then_some(())) }
+    })
+    .await
+    .unwrap();
+    // The second plugin takes the add-on over once the first is gone.
+    await_condition("second", "Ready", "True", "Ready").await;
+    assert_eq!(env.registry.require("owner").unwrap().digest(), Digest::of(&wasm));
+}

@@ -1,0 +1,292 @@
+//! Prints how registration scales: time from join to Available for 1, 10 and 100 agents against
+//! one hub, the hub process's CPU and memory, and apiserver requests per cluster per minute in
+//! steady state. Asserts nothing.
+//!
+//! The hub runs as the real `flotilla hub` process (its CPU and memory are its own); the agents
+//! run in this process, all on one managed control plane, each in its own agent namespace.
+//!
+//! `cargo build --release -p flotilla && cargo run --release -p flotilla-tests --bin bench-registration -- [COUNTS] [STEADY_SECONDS]`
+//! (defaults `1,10,100` and 60).
+
+use std::{
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+use flotilla_api::cluster::{consts::managed_cluster as mc, v1::ManagedCluster};
+use flotilla_core::conditions;
+use flotilla_registration::{agent, hub, names};
+use flotilla_testing::ControlPlane;
+use k8s_openapi::{
+    ByteString,
+    api::{
+        core::v1::{Namespace, Secret},
+        rbac::v1::{ClusterRole, ClusterRoleBinding},
+    },
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+
+struct HubProcess(Child);
+
+impl Drop for HubProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// CPU seconds (user + system) and resident memory (MiB) of a process, from /proc.
+fn usage(pid: u32) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // After the command name: state is field 0, utime 11, stime 12 (clock ticks of 1/100 s).
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|i| fields.get(*i)?.parse::<u64>().ok())
+        .sum();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss_kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0);
+    (ticks as f64 / 100.0, rss_kib / 1024)
+}
+
+/// Sum of `apiserver_request_total` on the hub.
+async fn request_total(client: &Client) -> anyhow::Result<f64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(request).await.context("read hub /metrics")?;
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum())
+}
+
+fn is_available(cluster: &ManagedCluster) -> bool {
+    let conditions = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    conditions::is_true(conditions, mc::CONDITION_AVAILABLE)
+        && conditions::is_true(conditions, mc::CONDITION_JOINED)
+}
+
+/// Gives bootstrap identities the bootstrap ClusterRole, as `flotilla init` does.
+async fn prepare_hub(hub: &Client) -> anyhow::Result<()> {
+    let roles: Api<ClusterRole> = Api::all(hub.clone());
+    for role in hub::hub_cluster_roles() {
+        flotilla_kube::apply::apply(&roles, &role).await?;
+    }
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": { "name": "bench-bootstrap" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": names::BOOTSTRAP_CLUSTER_ROLE },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": names::BOOTSTRAP_GROUP }]
+    }))?;
+    flotilla_kube::apply::apply(&Api::<ClusterRoleBinding>::all(hub.clone()), &binding).await?;
+    Ok(())
+}
+
+/// Approves pending bootstrap CSRs and accepts their clusters until `total` are accepted.
+async fn approver(hub: Client, prefix: String, total: usize) -> anyhow::Result<()> {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    let csrs: Api<CertificateSigningRequest> = Api::all(hub.clone());
+    let clusters: Api<ManagedCluster> = Api::all(hub);
+    loop {
+        for csr in csrs.list(&ListParams::default()).await?.items {
+            let pending = csr
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_none_or(|c| c.is_empty());
+            let ours = csr
+                .labels()
+                .get("open-cluster-management.io/cluster-name")
+                .is_some_and(|c| c.starts_with(&prefix));
+            if pending
+                && ours
+                && csr
+                    .spec
+                    .username
+                    .as_deref()
+                    .is_some_and(|u| u.starts_with(names::BOOTSTRAP_USER_PREFIX))
+            {
+                let patch = json!({ "status": { "conditions": [{
+                    "type": "Approved", "status": "True", "reason": "AutoApprovedByHubCSRApprovingController",
+                    "message": "approved by the benchmark", "lastUpdateTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+                }]}});
+                csrs.patch_approval(&csr.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+        }
+        let mut accepted = 0;
+        for cluster in clusters.list(&ListParams::default()).await?.items {
+            if !cluster.name_any().starts_with(&prefix) {
+                continue;
+            }
+            if cluster.spec.hub_accepts_client {
+                accepted += 1;
+            } else {
+                let patch = json!({ "spec": { "hubAcceptsClient": true } });
+                clusters
+                    .patch(
+                        &cluster.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await?;
+            }
+        }
+        if accepted >= total {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let counts: Vec<usize> = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "1,10,100".into())
+        .split(',')
+        .map(|n| n.parse().context("counts are comma-separated numbers"))
+        .collect::<anyhow::Result<_>>()?;
+    let steady: u64 = std::env::args()
+        .nth(2)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(60);
+    let flotilla = std::env::current_exe()?.with_file_name("flotilla");
+    if !flotilla.is_file() {
+        bail!(
+            "{} is missing: build it first with the same profile (cargo build --release -p flotilla)",
+            flotilla.display()
+        );
+    }
+
+    let (hub_cp, managed_cp) = tokio::join!(
+        ControlPlane::start("bench-hub"),
+        ControlPlane::start("bench-managed")
+    );
+    let (hub_cp, managed_cp) = (hub_cp?, managed_cp?);
+    let hub_client = hub_cp.admin_client().await?;
+    let managed = managed_cp.admin_client().await?;
+    prepare_hub(&hub_client).await?;
+    let hub_process = HubProcess(
+        Command::new(&flotilla)
+            .args(["hub", "--kubeconfig"])
+            .arg(hub_cp.admin_kubeconfig())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("start flotilla hub")?,
+    );
+    let hub_pid = hub_process.0.id();
+    let bootstrap = hub_cp.kubeconfig_for("system:bootstrap:bench", &[names::BOOTSTRAP_GROUP])?;
+    let clusters: Api<ManagedCluster> = Api::all(hub_client.clone());
+    let mut agents = Vec::new();
+    let mut registered = 0usize;
+
+    println!(
+        "registration benchmark: hub {} / managed {}",
+        hub_cp.server(),
+        managed_cp.server()
+    );
+    for count in counts {
+        let prefix = format!("bench{count}-");
+        let started = Instant::now();
+        for i in 0..count {
+            let name = format!("{prefix}{i}");
+            let namespace = format!("agent-{name}");
+            let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": namespace } }))?;
+            Api::<Namespace>::all(managed.clone())
+                .create(&PostParams::default(), &ns)
+                .await?;
+            let mut secret: Secret = serde_json::from_value(json!({
+                "metadata": { "name": names::BOOTSTRAP_SECRET, "namespace": namespace }
+            }))?;
+            secret.data = Some(
+                [(
+                    names::KUBECONFIG_KEY.to_owned(),
+                    ByteString(bootstrap.clone().into_bytes()),
+                )]
+                .into(),
+            );
+            Api::<Secret>::namespaced(managed.clone(), &namespace)
+                .create(&PostParams::default(), &secret)
+                .await?;
+            let options = agent::AgentOptions {
+                cluster_name: Some(name),
+                agent_namespace: namespace,
+                ..Default::default()
+            };
+            agents.push(tokio::spawn(agent::run(managed.clone(), options)));
+        }
+        let approving = tokio::spawn(approver(hub_client.clone(), prefix.clone(), count));
+        let cpu_before = usage(hub_pid).0;
+        let mut ready_at: Vec<Duration> = Vec::new();
+        let deadline = started + Duration::from_secs(600);
+        while ready_at.len() < count {
+            if Instant::now() > deadline {
+                bail!(
+                    "only {} of {count} clusters available after 10 minutes",
+                    ready_at.len()
+                );
+            }
+            let available = clusters
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .filter(|c| c.name_any().starts_with(&prefix) && is_available(c))
+                .count();
+            while ready_at.len() < available {
+                ready_at.push(started.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        approving.await??;
+        registered += count;
+        let (cpu_after, rss) = usage(hub_pid);
+        let pick =
+            |q: f64| ready_at[((ready_at.len() as f64 * q).ceil() as usize).clamp(1, ready_at.len()) - 1];
+        println!(
+            "{count:>4} agents: join→Available p50 {:.2}s, p90 {:.2}s, all {:.2}s; hub CPU {:.2}s during join, hub RSS {rss} MiB",
+            pick(0.5).as_secs_f64(),
+            pick(0.9).as_secs_f64(),
+            pick(1.0).as_secs_f64(),
+            cpu_after - cpu_before
+        );
+    }
+
+    let requests_before = request_total(&hub_client).await?;
+    let cpu_before = usage(hub_pid).0;
+    tokio::time::sleep(Duration::from_secs(steady)).await;
+    let requests_after = request_total(&hub_client).await?;
+    let (cpu_after, rss) = usage(hub_pid);
+    let minutes = steady as f64 / 60.0;
+    println!(
+        "steady state, {registered} clusters over {steady}s: {:.1} hub apiserver requests per cluster per minute (all clients), \
+         hub CPU {:.1}% of a core, hub RSS {rss} MiB",
+        (requests_after - requests_before) / registered.max(1) as f64 / minutes,
+        100.0 * (cpu_after - cpu_before) / steady as f64
+    );
+    for agent in agents {
+        agent.abort();
+    }
+    drop(hub_process);
+    Ok(())
+}
