@@ -33,19 +33,9 @@ pub struct NameArgs {
 
 /// Names become directory names and kubeconfig contexts: keep them DNS-label-like.
 fn parse_name(name: &str) -> Result<String, String> {
-    let valid = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if valid {
-        Ok(name.to_owned())
-    } else {
-        Err(format!(
-            "{name:?} is not a valid name: use 1-63 lower-case letters, digits or '-', not starting or ending with '-'"
-        ))
+    match flotilla_core::names::dns_label_problem(name) {
+        Some(reason) => Err(format!("{name:?} is not a valid name: it {reason}")),
+        None => Ok(name.to_owned()),
     }
 }
 

@@ -184,17 +184,8 @@ pub async fn unjoin(global: &GlobalArgs, args: &UnjoinArgs) -> anyhow::Result<()
 
 /// Cluster names become namespaces on the hub.
 fn validate_cluster_name(name: &str) -> anyhow::Result<()> {
-    let valid = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if !valid {
-        bail!(
-            "--cluster-name {name:?} is not a valid namespace name: use 1-63 lower-case letters, digits or '-', starting and ending with a letter or digit"
-        );
+    if let Some(reason) = flotilla_core::names::dns_label_problem(name) {
+        bail!("--cluster-name {name:?} is not a valid namespace name: it {reason}");
     }
     Ok(())
 }

@@ -184,6 +184,7 @@ async fn clusters_join_get_accepted_become_available_and_recover_after_an_agent_
             .arg("hub")
             .arg("--kubeconfig")
             .arg(&hub_identity)
+            .env("RUST_LOG", "debug,hyper=info,tower=info,rustls=info,h2=info")
             .stdin(Stdio::null())
             .stdout(hub_log.try_clone().unwrap())
             .stderr(hub_log)
@@ -238,17 +239,27 @@ async fn clusters_join_get_accepted_become_available_and_recover_after_an_agent_
         assert_eq!(&columns[..2], [name, "true"], "{row}");
         assert!(columns.contains(&"True"), "{row}");
     }
-    let sets = ok(flotilla(state, hub.admin_kubeconfig(), &["get", "clustersets"]));
-    assert!(
-        sets.lines()
-            .any(|l| l.starts_with("default") && l.contains("2 ManagedClusters selected")),
-        "{sets}"
-    );
-    assert!(
-        sets.lines()
-            .any(|l| l.starts_with("global") && l.contains("2 ManagedClusters selected")),
-        "{sets}"
-    );
+    // Set status follows cluster changes asynchronously, so wait for both sets to count.
+    let both_sets_count_two = |sets: &str| {
+        ["default", "global"].iter().all(|set| {
+            sets.lines()
+                .any(|l| l.starts_with(set) && l.contains("2 ManagedClusters selected"))
+        })
+    };
+    let counted = wait::until(
+        "both cluster sets count 2 clusters",
+        Duration::from_secs(60),
+        || async {
+            let sets = ok(flotilla(state, hub.admin_kubeconfig(), &["get", "clustersets"]));
+            Ok::<_, String>(both_sets_count_two(&sets).then_some(()))
+        },
+    )
+    .await;
+    if let Err(e) = counted {
+        let sets = ok(flotilla(state, hub.admin_kubeconfig(), &["get", "clustersets"]));
+        let log = std::fs::read_to_string(state.join("hub.log")).unwrap_or_default();
+        panic!("{e}\n{sets}\nhub log:\n{log}");
+    }
     let table = ok(flotilla(state, hub.admin_kubeconfig(), &["get", "clusters"]));
     assert!(table.starts_with("NAME"), "{table}");
     assert!(

@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod conditions;
+pub mod names;
 pub mod registration;
 pub mod selector;
 pub mod x509;

@@ -394,12 +394,7 @@ fn check_config_types(types: &[ConfigType]) -> Result<(), String> {
 }
 
 fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+    flotilla_core::names::dns_label_problem(s).is_none()
 }
 
 /// Enforces the output caps on returned strings.

@@ -8,7 +8,7 @@
 //! caller.
 
 /// Longest namespace name.
-pub const MAX_CLUSTER_NAME_LENGTH: usize = 63;
+pub const MAX_CLUSTER_NAME_LENGTH: usize = crate::names::MAX_DNS_LABEL_LENGTH;
 /// Length of a generated agent name.
 pub const GENERATED_AGENT_NAME_LENGTH: usize = 5;
 /// Longest agent name accepted (a DNS subdomain's limit; OCM sets none).
@@ -38,30 +38,13 @@ pub enum NameError {
 /// Checks that `name` is a DNS-1123 label: 1–63 characters of `a-z`, `0-9` and `-`,
 /// starting and ending with an alphanumeric character.
 pub fn validate_cluster_name(name: &str) -> Result<(), NameError> {
-    let invalid = |reason| {
-        Err(NameError::InvalidClusterName {
+    match crate::names::dns_label_problem(name) {
+        Some(reason) => Err(NameError::InvalidClusterName {
             name: name.to_owned(),
             reason,
-        })
-    };
-    if name.is_empty() {
-        return invalid("must not be empty");
+        }),
+        None => Ok(()),
     }
-    if name.len() > MAX_CLUSTER_NAME_LENGTH {
-        return invalid("must be no more than 63 characters");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-    {
-        return invalid("must consist of lower case alphanumeric characters or '-'");
-    }
-    let alphanumeric = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    let bytes = name.as_bytes();
-    if !bytes.first().copied().is_some_and(alphanumeric) || !bytes.last().copied().is_some_and(alphanumeric) {
-        return invalid("must start and end with an alphanumeric character");
-    }
-    Ok(())
 }
 
 /// Checks that `name` can be the last part of the agent's user name: not empty, at most

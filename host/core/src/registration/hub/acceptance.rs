@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use crate::conditions::{self, FALSE, NewCondition, TRUE};
 
 /// Longest namespace name (an RFC 1123 label).
-pub const MAX_NAMESPACE_NAME_LENGTH: usize = 63;
+pub const MAX_NAMESPACE_NAME_LENGTH: usize = crate::names::MAX_DNS_LABEL_LENGTH;
 
 /// What the hub does with a cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,25 +54,12 @@ pub fn is_accepted(hub_accepts_client: bool, conditions: &[Condition]) -> bool {
 /// Checks that `name` can name the cluster's namespace (an RFC 1123 label); the error says
 /// why not, in the apiserver's words.
 pub fn validate_namespace_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("a namespace name must not be empty".to_owned());
+    match crate::names::dns_label_problem(name) {
+        Some(reason) => Err(format!(
+            "{name:?} is not a valid namespace name: a lowercase RFC 1123 label {reason}"
+        )),
+        None => Ok(()),
     }
-    if name.len() > MAX_NAMESPACE_NAME_LENGTH {
-        return Err(format!(
-            "{name:?} is not a valid namespace name: must be no more than {MAX_NAMESPACE_NAME_LENGTH} characters"
-        ));
-    }
-    let bytes = name.as_bytes();
-    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    let inner_ok = bytes.iter().all(|b| alnum(b) || *b == b'-');
-    let edges_ok = bytes.first().is_some_and(alnum) && bytes.last().is_some_and(alnum);
-    if !inner_ok || !edges_ok {
-        return Err(format!(
-            "{name:?} is not a valid namespace name: a lowercase RFC 1123 label must consist of lower case \
-             alphanumeric characters or '-', and must start and end with an alphanumeric character"
-        ));
-    }
-    Ok(())
 }
 
 /// `HubAcceptedManagedCluster` True.

@@ -32,17 +32,28 @@ pub(super) struct Context {
     pub(super) options: HubOptions,
     /// Every ManagedCluster, kept current by a watch; read to count members.
     pub(super) clusters: Store<ManagedCluster>,
+    /// Turns true once `clusters` holds the first full list.
+    pub(super) clusters_ready: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Runs the cluster set controller and the `default`/`global` upkeep until dropped.
 pub(super) async fn run(client: Client, options: HubOptions) {
     let (clusters, writer) = reflector::store();
+    // `Store::wait_until_ready` wakes only one of several concurrent waiters (it sits on a
+    // oneshot receiver), which stalls all but one set's first reconcile; a watch channel
+    // wakes every waiter.
+    let (ready_sender, clusters_ready) = tokio::sync::watch::channel(false);
     let cluster_changes = watcher(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
     )
     .default_backoff()
     .reflect(writer)
+    .inspect(move |event| {
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            ready_sender.send_replace(true);
+        }
+    })
     .touched_objects()
     .map(|_| ());
     let controller = Controller::new(
@@ -55,6 +66,7 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         client: client.clone(),
         options,
         clusters,
+        clusters_ready,
     });
     futures::join!(
         super::drive(

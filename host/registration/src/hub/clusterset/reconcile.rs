@@ -38,7 +38,13 @@ pub(super) async fn reconcile(set: Arc<ManagedClusterSet>, context: Arc<Context>
         set = write::replace_spec_field(&api, &set, "clusterSelector", &selector).await?;
     }
 
-    if context.clusters.wait_until_ready().await.is_err() {
+    if context
+        .clusters_ready
+        .clone()
+        .wait_for(|ready| *ready)
+        .await
+        .is_err()
+    {
         // The cluster watch is gone; only happens while shutting down.
         return Ok(Action::await_change());
     }
