@@ -19,10 +19,7 @@ use flotilla_api::{
         consts::{
             API_RESOURCE_CLEANUP_FINALIZER, CLUSTER_NAME_LABEL, CLUSTER_SET_LABEL,
             RESOURCE_CLEANUP_FINALIZER,
-            managed_cluster::{
-                CONDITION_HUB_ACCEPTED, REASON_ERROR, REASON_HUB_CLUSTER_ADMIN_ACCEPTED,
-                REASON_HUB_CLUSTER_ADMIN_DENIED,
-            },
+            managed_cluster::{CONDITION_HUB_ACCEPTED, REASON_ERROR, REASON_HUB_CLUSTER_ADMIN_DENIED},
         },
         v1::ManagedCluster,
     },
@@ -63,14 +60,7 @@ fn work(name: &str, namespace: &str) -> ManifestWork {
 
 async fn accepted_cluster(admin: &Client, name: &str) -> ManagedCluster {
     create_cluster(admin, &cluster(name, true, 60, &[])).await;
-    wait_condition(
-        admin,
-        name,
-        CONDITION_HUB_ACCEPTED,
-        "True",
-        REASON_HUB_CLUSTER_ADMIN_ACCEPTED,
-    )
-    .await
+    wait_accepted(admin, name).await
 }
 
 #[tokio::test]
@@ -390,14 +380,7 @@ async fn withdrawing_acceptance_leaves_the_agent_read_only_and_keeps_the_namespa
 
     // Accepting again restores write access.
     set_accepted(&admin, name, true).await;
-    wait_condition(
-        &admin,
-        name,
-        CONDITION_HUB_ACCEPTED,
-        "True",
-        REASON_HUB_CLUSTER_ADMIN_ACCEPTED,
-    )
-    .await;
+    wait_accepted(&admin, name).await;
     eventually_ok("agent regains its lease", || leases.get("managed-cluster-lease")).await;
 }
 

@@ -19,8 +19,7 @@ use flotilla_api::{
         consts::{
             TAINT_UNAVAILABLE, TAINT_UNREACHABLE,
             managed_cluster::{
-                CONDITION_AVAILABLE, CONDITION_HUB_ACCEPTED, REASON_AVAILABLE,
-                REASON_HUB_CLUSTER_ADMIN_ACCEPTED, REASON_KUBE_APISERVER_UNAVAILABLE,
+                CONDITION_AVAILABLE, REASON_AVAILABLE, REASON_KUBE_APISERVER_UNAVAILABLE,
                 REASON_LEASE_UPDATE_STOPPED,
             },
         },
@@ -143,14 +142,7 @@ async fn a_silent_agent_makes_its_cluster_and_addons_unknown_and_unreachable_and
     let admin = cp.admin_client().await.unwrap();
     for name in ["av-c1", "av-c2"] {
         create_cluster(&admin, &cluster(name, true, 1, &[])).await;
-        wait_condition(
-            &admin,
-            name,
-            CONDITION_HUB_ACCEPTED,
-            "True",
-            REASON_HUB_CLUSTER_ADMIN_ACCEPTED,
-        )
-        .await;
+        wait_accepted(&admin, name).await;
     }
     // Before any report, Available is missing: unreachable.
     let fresh = wait_cluster(&admin, "av-c1", "unreachable before any report", |c| {

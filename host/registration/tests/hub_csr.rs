@@ -13,10 +13,7 @@ mod hub_support;
 
 use std::time::Duration;
 
-use flotilla_api::cluster::{
-    consts::managed_cluster::{CONDITION_HUB_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_ACCEPTED},
-    v1::ManagedCluster,
-};
+use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_registration::names;
 use flotilla_testing::{kubeconfig, wait};
 use hub_support::*;
@@ -93,14 +90,7 @@ async fn only_a_clusters_own_agent_renewing_its_identity_is_approved() {
         create_cluster(&admin, &cluster(name, accepted, 60, &[])).await;
     }
     for name in ["csr-c1", "csr-c2"] {
-        wait_condition(
-            &admin,
-            name,
-            CONDITION_HUB_ACCEPTED,
-            "True",
-            REASON_HUB_CLUSTER_ADMIN_ACCEPTED,
-        )
-        .await;
+        wait_accepted(&admin, name).await;
     }
     let c1_group = names::cluster_group("csr-c1");
     let c2_group = names::cluster_group("csr-c2");

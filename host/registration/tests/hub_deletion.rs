@@ -16,10 +16,7 @@ use flotilla_api::{
     cluster::{
         consts::{
             API_RESOURCE_CLEANUP_FINALIZER, RESOURCE_CLEANUP_FINALIZER,
-            managed_cluster::{
-                CONDITION_DELETING, CONDITION_HUB_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_ACCEPTED,
-                REASON_RESOURCE_REMAINING,
-            },
+            managed_cluster::{CONDITION_DELETING, REASON_RESOURCE_REMAINING},
         },
         v1::ManagedCluster,
     },
@@ -122,14 +119,7 @@ async fn deleting_a_cluster_removes_addons_then_works_by_priority_then_rbac_and_
     let admin = cp.admin_client().await.unwrap();
     let name = "del-c1";
     create_cluster(&admin, &cluster(name, true, 60, &[])).await;
-    wait_condition(
-        &admin,
-        name,
-        CONDITION_HUB_ACCEPTED,
-        "True",
-        REASON_HUB_CLUSTER_ADMIN_ACCEPTED,
-    )
-    .await;
+    wait_accepted(&admin, name).await;
     wait_cluster(&admin, name, "both hub finalizers", |c| {
         let f = c.finalizers();
         f.iter().any(|x| x == API_RESOURCE_CLEANUP_FINALIZER)

@@ -49,17 +49,20 @@ pub fn cache_dir() -> PathBuf {
     }
 }
 
+/// The prebuilt binary that environment variable `env` names, if it is set.
+pub(crate) fn prebuilt(env: &str) -> Option<Result<PathBuf>> {
+    let path = PathBuf::from(std::env::var_os(env)?);
+    Some(if path.is_file() {
+        Ok(path)
+    } else {
+        Err(Error::Binary(format!("{env}={} is not a file", path.display())))
+    })
+}
+
 /// Returns the path of the control-plane binary, building it first if needed.
 pub fn controlplane_binary() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os(BINARY_ENV) {
-        let path = PathBuf::from(path);
-        if !path.is_file() {
-            return Err(Error::Binary(format!(
-                "{BINARY_ENV}={} is not a file",
-                path.display()
-            )));
-        }
-        return Ok(path);
+    if let Some(prebuilt) = prebuilt(BINARY_ENV) {
+        return prebuilt;
     }
     let source = source_dir();
     let key = source_key(&source, KUBERNETES_VERSION, is_go_input)?;

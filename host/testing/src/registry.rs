@@ -47,15 +47,8 @@ pub fn source_dir() -> PathBuf {
 /// Returns the path of the registry binary, building it first if needed (about a minute on two
 /// cores, once per source change).
 pub fn registry_binary() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os(BINARY_ENV) {
-        let path = PathBuf::from(path);
-        if !path.is_file() {
-            return Err(Error::Binary(format!(
-                "{BINARY_ENV}={} is not a file",
-                path.display()
-            )));
-        }
-        return Ok(path);
+    if let Some(prebuilt) = binary::prebuilt(BINARY_ENV) {
+        return prebuilt;
     }
     let source = source_dir();
     let key = binary::source_key(&source, DISTRIBUTION_VERSION, binary::is_go_input)?;

@@ -30,14 +30,15 @@ pub mod rbac;
 mod taint;
 mod write;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::{
     Api, Client, Resource,
-    runtime::{controller, reflector::ObjectRef, watcher},
+    runtime::{Controller, controller, reflector::ObjectRef},
 };
+use serde::de::DeserializeOwned;
 
 pub use error::{Error, Result};
 pub use rbac::hub_cluster_roles;
@@ -91,15 +92,33 @@ pub async fn ensure_hub_cluster_roles(client: &Client) -> Result<()> {
     Ok(())
 }
 
-/// Drives a controller's output stream, logging what went wrong: failed reconciles at trace
-/// level (the error policy already logged them), requeues of deleted objects at debug level,
-/// everything else (watch or queue trouble) as a warning.
-async fn drive<K, S>(name: &'static str, results: S)
-where
-    K: Resource,
-    S: Stream<Item = Result<(ObjectRef<K>, controller::Action), controller::Error<Error, watcher::Error>>>,
+/// What a reconcile of a hub controller without caches of its own needs.
+pub(super) struct Context {
+    /// Client with the hub's identity.
+    pub(super) client: Client,
+    /// Resync interval and requeue delays.
+    pub(super) options: HubOptions,
+}
+
+/// Runs `controller` with `reconcile` and the shared error policy until dropped, logging what
+/// went wrong: failed reconciles at trace level (the error policy already logged them),
+/// requeues of deleted objects at debug level, everything else (watch or queue trouble) as a
+/// warning.
+async fn run_controller<K, C, F, Fut>(
+    name: &'static str,
+    controller: Controller<K>,
+    reconcile: F,
+    context: Arc<C>,
+) where
+    K: Clone + Resource<DynamicType = ()> + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    C: Send + Sync + 'static,
+    F: FnMut(Arc<K>, Arc<C>) -> Fut,
+    Fut: Future<Output = Result<controller::Action>> + Send + 'static,
 {
-    results
+    let error_policy =
+        move |object: Arc<K>, error: &Error, _: Arc<C>| requeue_after_error(name, object.as_ref(), error);
+    controller
+        .run(reconcile, error_policy, context)
         .for_each(|result| {
             match result {
                 Ok((object, _)) => tracing::trace!(controller = name, %object, "reconciled"),

@@ -5,7 +5,7 @@
 //!
 //! | helper | patch | precondition |
 //! |---|---|---|
-//! | [`patch_conditions`] | merge `/status` `{conditions}` | `resourceVersion` |
+//! | [`patch_conditions`], [`set_condition`] | merge `/status` `{conditions}` | `resourceVersion` |
 //! | [`replace_finalizers`] | merge `/metadata/finalizers` | `resourceVersion` |
 //! | [`add_label`] | merge `/metadata/labels/<key>` | `resourceVersion` |
 //! | [`replace_spec_field`] | JSON patch `add /spec/<field>` | `resourceVersion` |
@@ -14,7 +14,8 @@
 //! JSON patch `test` would fail with a bare 422 Invalid instead, indistinguishable from a bad
 //! request, and back off for 10 s.)
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use flotilla_core::conditions::{self, NewCondition};
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams},
@@ -28,6 +29,24 @@ use super::error::{Error, Result};
 #[derive(Serialize, PartialEq)]
 struct Conditions<'a> {
     conditions: &'a [Condition],
+}
+
+/// Sets one condition on `object` (whose conditions are `current`) and writes the list with
+/// [`patch_conditions`] only when the condition changed.
+pub async fn set_condition<K>(
+    api: &Api<K>,
+    object: &K,
+    current: &[Condition],
+    condition: NewCondition<'_>,
+) -> Result<()>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let mut desired = current.to_vec();
+    if conditions::set(&mut desired, condition, Timestamp::now()) {
+        patch_conditions(api, object, current, &desired).await?;
+    }
+    Ok(())
 }
 
 /// Merge-patches `status.conditions` to `desired` when it differs from `current`, guarded by

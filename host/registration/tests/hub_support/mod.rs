@@ -18,7 +18,10 @@ use std::{
     time::Duration,
 };
 
-use flotilla_api::cluster::v1::{ManagedCluster, ManagedClusterSpec};
+use flotilla_api::cluster::{
+    consts::managed_cluster::{CONDITION_HUB_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_ACCEPTED},
+    v1::{ManagedCluster, ManagedClusterSpec},
+};
 use flotilla_registration::{
     hub::{self, HubOptions},
     names,
@@ -193,6 +196,18 @@ pub async fn wait_condition(
     wait_cluster(admin, name, &format!("{type_} {status} {reason}"), |c| {
         has(cluster_conditions(c), type_, status, reason)
     })
+    .await
+}
+
+/// Waits until the hub has accepted cluster `name` (HubAcceptedManagedCluster True).
+pub async fn wait_accepted(admin: &Client, name: &str) -> ManagedCluster {
+    wait_condition(
+        admin,
+        name,
+        CONDITION_HUB_ACCEPTED,
+        "True",
+        REASON_HUB_CLUSTER_ADMIN_ACCEPTED,
+    )
     .await
 }
 

@@ -19,20 +19,12 @@ use flotilla_api::cluster::{consts::CLUSTER_NAME_LABEL, v1::ManagedCluster};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::{
     Api, Client, Resource, ResourceExt,
-    runtime::{Controller, controller::Action, reflector::ObjectRef, watcher},
+    runtime::{Controller, reflector::ObjectRef, watcher},
 };
 
-use super::{Error, HubOptions};
+use super::{Context, HubOptions};
 
 pub(super) use reconcile::remove_role_bindings;
-
-/// What one accept reconcile needs.
-pub(super) struct Context {
-    /// Client with the hub's identity.
-    pub(super) client: Client,
-    /// Resync interval and friends.
-    pub(super) options: HubOptions,
-}
 
 /// Runs the accept controller until dropped.
 pub(super) async fn run(client: Client, options: HubOptions) {
@@ -53,11 +45,7 @@ pub(super) async fn run(client: Client, options: HubOptions) {
     )
     .watches(Api::<RoleBinding>::all(client.clone()), labelled, cluster_of);
     let context = Arc::new(Context { client, options });
-    super::drive(
-        "accept",
-        controller.run(reconcile::reconcile, error_policy, context),
-    )
-    .await;
+    super::run_controller("accept", controller, reconcile::reconcile, context).await;
 }
 
 /// The cluster an RBAC object belongs to, from its cluster-name label (the hub-wide roles
@@ -68,8 +56,4 @@ pub(super) fn cluster_of<K: Resource>(object: K) -> Option<ObjectRef<ManagedClus
         .get(CLUSTER_NAME_LABEL)
         .filter(|cluster| !cluster.is_empty())
         .map(|cluster| ObjectRef::new(cluster))
-}
-
-fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, _context: Arc<Context>) -> Action {
-    super::requeue_after_error("accept", cluster.as_ref(), error)
 }

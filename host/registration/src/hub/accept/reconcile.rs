@@ -18,12 +18,9 @@ use flotilla_api::cluster::{
     consts::{API_RESOURCE_CLEANUP_FINALIZER, CLUSTER_NAME_LABEL, CLUSTER_SET_LABEL, DEFAULT_CLUSTER_SET},
     v1::ManagedCluster,
 };
-use flotilla_core::{
-    conditions::{self, NewCondition},
-    registration::hub::{
-        acceptance::{self, Acceptance},
-        clusterset, lease,
-    },
+use flotilla_core::registration::hub::{
+    acceptance::{self, Acceptance},
+    clusterset, lease,
 };
 use k8s_openapi::{
     api::{
@@ -36,7 +33,7 @@ use k8s_openapi::{
 };
 use kube::{Api, Client, ResourceExt, api::PostParams, runtime::controller::Action};
 
-use super::Context;
+use crate::hub::Context;
 use crate::{
     hub::{
         error::{Error, Result},
@@ -71,20 +68,6 @@ fn current_conditions(cluster: &ManagedCluster) -> Vec<Condition> {
         .unwrap_or_default()
 }
 
-/// Writes the HubAcceptedManagedCluster condition if it changed.
-async fn set_condition(
-    api: &Api<ManagedCluster>,
-    cluster: &ManagedCluster,
-    current: &[Condition],
-    condition: NewCondition<'_>,
-) -> Result<()> {
-    let mut desired = current.to_vec();
-    if conditions::set(&mut desired, condition, Timestamp::now()) {
-        write::patch_conditions(api, cluster, current, &desired).await?;
-    }
-    Ok(())
-}
-
 async fn accept(
     api: &Api<ManagedCluster>,
     cluster: ManagedCluster,
@@ -94,7 +77,7 @@ async fn accept(
     let name = cluster.name_any();
     if let Err(message) = acceptance::validate_namespace_name(&name) {
         tracing::warn!(cluster = %name, %message, "cannot accept cluster");
-        set_condition(api, &cluster, &current, acceptance::error_condition(message)).await?;
+        write::set_condition(api, &cluster, &current, acceptance::error_condition(message)).await?;
         // Nothing changes until the object does; the resync is only a safety net.
         return Ok(Action::requeue(context.options.resync));
     }
@@ -132,7 +115,7 @@ async fn accept(
         None => acceptance::accepted_condition(),
         Some(e) => acceptance::error_condition(e.to_string()),
     };
-    set_condition(api, &cluster, &current, condition).await?;
+    write::set_condition(api, &cluster, &current, condition).await?;
     match failure {
         Some(e) => Err(e),
         None => Ok(Action::requeue(context.options.resync)),
@@ -190,7 +173,7 @@ async fn revoke(
     if acceptance::validate_namespace_name(&name).is_ok() {
         remove_role_bindings(client, &name).await?;
     }
-    set_condition(api, cluster, &current, acceptance::denied_condition()).await?;
+    write::set_condition(api, cluster, &current, acceptance::denied_condition()).await?;
     Ok(Action::requeue(context.options.resync))
 }
 

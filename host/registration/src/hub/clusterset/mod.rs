@@ -19,10 +19,10 @@ use flotilla_api::cluster::{v1::ManagedCluster, v1beta2::ManagedClusterSet};
 use futures::StreamExt;
 use kube::{
     Api, Client,
-    runtime::{Controller, WatchStreamExt, controller::Action, reflector, reflector::Store, watcher},
+    runtime::{Controller, WatchStreamExt, reflector, reflector::Store, watcher},
 };
 
-use super::{Error, HubOptions};
+use super::HubOptions;
 
 /// What one cluster set reconcile needs.
 pub(super) struct Context {
@@ -69,10 +69,7 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         clusters_ready,
     });
     futures::join!(
-        super::drive(
-            "clusterset",
-            controller.run(reconcile::reconcile, error_policy, context)
-        ),
+        super::run_controller("clusterset", controller, reconcile::reconcile, context),
         keep_hub_sets(client, interval),
     );
 }
@@ -87,8 +84,4 @@ async fn keep_hub_sets(client: Client, interval: std::time::Duration) {
             tracing::warn!(%error, "cannot ensure the default and global cluster sets");
         }
     }
-}
-
-fn error_policy(set: Arc<ManagedClusterSet>, error: &Error, _context: Arc<Context>) -> Action {
-    super::requeue_after_error("clusterset", set.as_ref(), error)
 }

@@ -14,18 +14,10 @@ use std::sync::Arc;
 use flotilla_api::cluster::v1beta2::{ManagedClusterSet, ManagedClusterSetBinding};
 use kube::{
     Api, Client, ResourceExt,
-    runtime::{Controller, controller::Action, reflector::ObjectRef, watcher},
+    runtime::{Controller, reflector::ObjectRef, watcher},
 };
 
-use super::{Error, HubOptions};
-
-/// What one binding reconcile needs.
-pub(super) struct Context {
-    /// Client with the hub's identity.
-    pub(super) client: Client,
-    /// Resync interval.
-    pub(super) options: HubOptions,
-}
+use super::{Context, HubOptions};
 
 /// Runs the binding controller until dropped.
 pub(super) async fn run(client: Client, options: HubOptions) {
@@ -48,13 +40,5 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         },
     );
     let context = Arc::new(Context { client, options });
-    super::drive(
-        "clustersetbinding",
-        controller.run(reconcile::reconcile, error_policy, context),
-    )
-    .await;
-}
-
-fn error_policy(binding: Arc<ManagedClusterSetBinding>, error: &Error, _context: Arc<Context>) -> Action {
-    super::requeue_after_error("clustersetbinding", binding.as_ref(), error)
+    super::run_controller("clustersetbinding", controller, reconcile::reconcile, context).await;
 }

@@ -12,7 +12,7 @@ use flotilla_core::{conditions, registration::hub::clusterset};
 use k8s_openapi::jiff::Timestamp;
 use kube::{Api, ResourceExt, runtime::controller::Action};
 
-use super::Context;
+use crate::hub::Context;
 use crate::hub::{error::Result, write};
 
 /// Reconciles one binding (see the module docs).

@@ -20,28 +20,16 @@ use flotilla_api::cluster::consts::CLUSTER_NAME_LABEL;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use kube::{
     Api, Client,
-    runtime::{Controller, controller::Action, watcher},
+    runtime::{Controller, watcher},
 };
 
-use super::{Error, HubOptions};
+use super::{Context, HubOptions};
 
-/// What one CSR reconcile needs.
-pub(super) struct Context {
-    /// Client with the hub's identity (needs `create` on SubjectAccessReviews and `update` on
-    /// `certificatesigningrequests/approval` for the kube-apiserver-client signer).
-    pub(super) client: Client,
-    /// Resync interval.
-    pub(super) options: HubOptions,
-}
-
-/// Runs the CSR controller until dropped.
+/// Runs the CSR controller until dropped. `client` needs `create` on SubjectAccessReviews and
+/// `update` on `certificatesigningrequests/approval` for the kube-apiserver-client signer.
 pub(super) async fn run(client: Client, options: HubOptions) {
     let csrs = Api::<CertificateSigningRequest>::all(client.clone());
     let controller = Controller::new(csrs, watcher::Config::default().labels(CLUSTER_NAME_LABEL));
     let context = Arc::new(Context { client, options });
-    super::drive("csr", controller.run(reconcile::reconcile, error_policy, context)).await;
-}
-
-fn error_policy(csr: Arc<CertificateSigningRequest>, error: &Error, _context: Arc<Context>) -> Action {
-    super::requeue_after_error("csr", csr.as_ref(), error)
+    super::run_controller("csr", controller, reconcile::reconcile, context).await;
 }

@@ -36,7 +36,7 @@ use kube::{
 };
 use serde_json::json;
 
-use super::Context;
+use crate::hub::Context;
 use crate::{
     hub::{
         error::{Error, Result},

@@ -16,18 +16,10 @@ use std::sync::Arc;
 use flotilla_api::cluster::v1::ManagedCluster;
 use kube::{
     Api, Client,
-    runtime::{Controller, controller::Action, watcher},
+    runtime::{Controller, watcher},
 };
 
-use super::{Error, HubOptions};
-
-/// What one deletion reconcile needs.
-pub(super) struct Context {
-    /// Client with the hub's identity.
-    pub(super) client: Client,
-    /// Resync interval and the clean-up requeue.
-    pub(super) options: HubOptions,
-}
+use super::{Context, HubOptions};
 
 /// Runs the deletion controller until dropped.
 pub(super) async fn run(client: Client, options: HubOptions) {
@@ -36,13 +28,5 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         watcher::Config::default(),
     );
     let context = Arc::new(Context { client, options });
-    super::drive(
-        "deletion",
-        controller.run(reconcile::reconcile, error_policy, context),
-    )
-    .await;
-}
-
-fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, _context: Arc<Context>) -> Action {
-    super::requeue_after_error("deletion", cluster.as_ref(), error)
+    super::run_controller("deletion", controller, reconcile::reconcile, context).await;
 }

@@ -22,7 +22,7 @@ use flotilla_api::{
     work::v1::ManifestWork,
 };
 use flotilla_core::{
-    conditions::{self, NewCondition},
+    conditions::NewCondition,
     registration::hub::{
         acceptance,
         cleanup::{self, Remaining},
@@ -31,7 +31,6 @@ use flotilla_core::{
 use k8s_openapi::{
     api::rbac::v1::{ClusterRole, ClusterRoleBinding},
     apimachinery::pkg::apis::meta::v1::Condition,
-    jiff::Timestamp,
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
@@ -40,7 +39,7 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
-use super::Context;
+use crate::hub::Context;
 use crate::{
     hub::{
         accept::remove_role_bindings,
@@ -87,12 +86,12 @@ pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context
     };
     let condition = match progress {
         Progress::Remaining(condition) => {
-            set_condition(&api, &cluster, &current, condition).await?;
+            write::set_condition(&api, &cluster, &current, condition).await?;
             return Ok(Action::requeue(context.options.cleanup_requeue));
         }
         Progress::Clean => cleanup::no_resource_condition(),
     };
-    set_condition(&api, &cluster, &current, condition).await?;
+    write::set_condition(&api, &cluster, &current, condition).await?;
 
     if let Err(error) = remove_rbac(&context.client, &name).await {
         return Err(report_failure(&api, &cluster, &current, error).await);
@@ -106,19 +105,6 @@ pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context
     Ok(Action::await_change())
 }
 
-async fn set_condition(
-    api: &Api<ManagedCluster>,
-    cluster: &ManagedCluster,
-    current: &[Condition],
-    condition: NewCondition<'_>,
-) -> Result<()> {
-    let mut desired = current.to_vec();
-    if conditions::set(&mut desired, condition, Timestamp::now()) {
-        write::patch_conditions(api, cluster, current, &desired).await?;
-    }
-    Ok(())
-}
-
 /// Records `error` as Deleting False DeletingError (best effort) and hands it back.
 async fn report_failure(
     api: &Api<ManagedCluster>,
@@ -127,7 +113,7 @@ async fn report_failure(
     error: Error,
 ) -> Error {
     let condition = cleanup::error_condition(error.to_string());
-    if let Err(status_error) = set_condition(api, cluster, current, condition).await {
+    if let Err(status_error) = write::set_condition(api, cluster, current, condition).await {
         tracing::debug!(%status_error, "cannot record the clean-up failure");
     }
     error

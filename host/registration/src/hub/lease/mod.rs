@@ -19,19 +19,11 @@ use flotilla_api::{addon::v1alpha1::ManagedClusterAddOn, cluster::v1::ManagedClu
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{
     Api, Client, Resource, ResourceExt,
-    runtime::{Controller, controller::Action, reflector::ObjectRef, watcher},
+    runtime::{Controller, reflector::ObjectRef, watcher},
 };
 
-use super::{Error, HubOptions};
+use super::{Context, HubOptions};
 use crate::names;
-
-/// What one lease reconcile needs.
-pub(super) struct Context {
-    /// Client with the hub's identity.
-    pub(super) client: Client,
-    /// Resync interval.
-    pub(super) options: HubOptions,
-}
 
 /// Runs the lease controller until dropped.
 pub(super) async fn run(client: Client, options: HubOptions) {
@@ -47,18 +39,10 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         cluster_of_namespace,
     );
     let context = Arc::new(Context { client, options });
-    super::drive(
-        "lease",
-        controller.run(reconcile::reconcile, error_policy, context),
-    )
-    .await;
+    super::run_controller("lease", controller, reconcile::reconcile, context).await;
 }
 
 /// The cluster whose namespace holds `object`.
 fn cluster_of_namespace<K: Resource>(object: K) -> Option<ObjectRef<ManagedCluster>> {
     object.namespace().map(|namespace| ObjectRef::new(&namespace))
-}
-
-fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, _context: Arc<Context>) -> Action {
-    super::requeue_after_error("lease", cluster.as_ref(), error)
 }

@@ -29,7 +29,7 @@ use k8s_openapi::{
 };
 use kube::{Api, Client, ResourceExt, api::ListParams, runtime::controller::Action};
 
-use super::Context;
+use crate::hub::Context;
 use crate::{
     hub::{
         error::{Error, Result},

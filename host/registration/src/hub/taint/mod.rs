@@ -17,33 +17,18 @@ use std::sync::Arc;
 use flotilla_api::cluster::v1::ManagedCluster;
 use kube::{
     Api, Client,
-    runtime::{Controller, controller::Action, watcher},
+    runtime::{Controller, watcher},
 };
 
-use super::{Error, HubOptions};
+use super::{Context, HubOptions};
 
-/// What one taint reconcile needs.
-pub(super) struct Context {
-    /// Client with the hub's identity (exempt from the hub-only `timeAdded` admission rule).
-    pub(super) client: Client,
-    /// Resync interval.
-    pub(super) options: HubOptions,
-}
-
-/// Runs the taint controller until dropped.
+/// Runs the taint controller until dropped. `client` is the hub's identity, which the
+/// hub-only `timeAdded` admission rule exempts.
 pub(super) async fn run(client: Client, options: HubOptions) {
     let controller = Controller::new(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
     );
     let context = Arc::new(Context { client, options });
-    super::drive(
-        "taint",
-        controller.run(reconcile::reconcile, error_policy, context),
-    )
-    .await;
-}
-
-fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, _context: Arc<Context>) -> Action {
-    super::requeue_after_error("taint", cluster.as_ref(), error)
+    super::run_controller("taint", controller, reconcile::reconcile, context).await;
 }

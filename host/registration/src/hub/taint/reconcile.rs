@@ -13,7 +13,7 @@ use flotilla_core::{conditions, registration::hub::taints};
 use k8s_openapi::jiff::Timestamp;
 use kube::{Api, ResourceExt, runtime::controller::Action};
 
-use super::Context;
+use crate::hub::Context;
 use crate::hub::{error::Result, write};
 
 /// Reconciles one ManagedCluster (see the module docs).
