@@ -18,12 +18,10 @@
 //! ```
 
 use flotilla_addon_sdk::csr::{KUBE_CLIENT_SIGNER, default_approve, expand_subject};
-use flotilla_addon_sdk::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use flotilla_addon_sdk::k8s_openapi::api::core::v1::{
-    Container, PodSpec, PodTemplateSpec, SecretVolumeSource, ServiceAccount, Volume, VolumeMount,
+    Container, PodSpec, SecretVolumeSource, ServiceAccount, Volume, VolumeMount,
 };
-use flotilla_addon_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use flotilla_addon_sdk::manifest::{labels, meta, to_manifest};
+use flotilla_addon_sdk::manifest::{agent_deployment, labels, meta, to_manifest};
 use flotilla_addon_sdk::{
     AddOn, Addon, AddonError, AddonOptions, Cluster, Csr, CsrDecision, HealthMode, Manifest, Registration,
     ResolvedConfig, Subject,
@@ -132,56 +130,41 @@ impl Addon for CustomSigner {
         let pod_labels = labels([("app", AGENT_NAME)]);
         // The registration agent writes the signed certificate to this secret.
         let cert_secret = format!("{}-{}-client-cert", addon.name, SIGNER.replace(['/', '.'], "-"));
-        let deployment = Deployment {
-            metadata: ObjectMeta {
-                labels: Some(pod_labels.clone()),
-                ..meta(AGENT_NAME, ns)
+        let deployment = agent_deployment(
+            AGENT_NAME,
+            ns,
+            pod_labels,
+            1,
+            PodSpec {
+                service_account_name: Some(AGENT_NAME.to_owned()),
+                containers: vec![Container {
+                    name: AGENT_NAME.to_owned(),
+                    image: Some("quay.io/open-cluster-management/addon-examples:latest".to_owned()),
+                    args: Some(vec![
+                        "/helloworld".to_owned(),
+                        "agent".to_owned(),
+                        format!("--cluster-name={}", cluster.name),
+                        "--client-cert=/var/run/custom/tls.crt".to_owned(),
+                    ]),
+                    volume_mounts: Some(vec![VolumeMount {
+                        name: "custom-cert".to_owned(),
+                        mount_path: "/var/run/custom".to_owned(),
+                        read_only: Some(true),
+                        ..VolumeMount::default()
+                    }]),
+                    ..Container::default()
+                }],
+                volumes: Some(vec![Volume {
+                    name: "custom-cert".to_owned(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(cert_secret),
+                        ..SecretVolumeSource::default()
+                    }),
+                    ..Volume::default()
+                }]),
+                ..PodSpec::default()
             },
-            spec: Some(DeploymentSpec {
-                replicas: Some(1),
-                selector: LabelSelector {
-                    match_labels: Some(pod_labels.clone()),
-                    ..LabelSelector::default()
-                },
-                template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta {
-                        labels: Some(pod_labels),
-                        ..ObjectMeta::default()
-                    }),
-                    spec: Some(PodSpec {
-                        service_account_name: Some(AGENT_NAME.to_owned()),
-                        containers: vec![Container {
-                            name: AGENT_NAME.to_owned(),
-                            image: Some("quay.io/open-cluster-management/addon-examples:latest".to_owned()),
-                            args: Some(vec![
-                                "/helloworld".to_owned(),
-                                "agent".to_owned(),
-                                format!("--cluster-name={}", cluster.name),
-                                "--client-cert=/var/run/custom/tls.crt".to_owned(),
-                            ]),
-                            volume_mounts: Some(vec![VolumeMount {
-                                name: "custom-cert".to_owned(),
-                                mount_path: "/var/run/custom".to_owned(),
-                                read_only: Some(true),
-                                ..VolumeMount::default()
-                            }]),
-                            ..Container::default()
-                        }],
-                        volumes: Some(vec![Volume {
-                            name: "custom-cert".to_owned(),
-                            secret: Some(SecretVolumeSource {
-                                secret_name: Some(cert_secret),
-                                ..SecretVolumeSource::default()
-                            }),
-                            ..Volume::default()
-                        }]),
-                        ..PodSpec::default()
-                    }),
-                },
-                ..DeploymentSpec::default()
-            }),
-            ..Deployment::default()
-        };
+        );
         Ok(vec![
             to_manifest(&ServiceAccount {
                 metadata: meta(AGENT_NAME, ns),

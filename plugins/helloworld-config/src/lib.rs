@@ -21,13 +21,10 @@
 //! `spec`); a bad value there is an `invalid-config` error the host shows in a condition.
 
 use flotilla_addon_sdk::config::{addon_deployment_config, addon_deployment_config_type};
-use flotilla_addon_sdk::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use flotilla_addon_sdk::k8s_openapi::api::core::v1::{
-    ConfigMap, Container, EnvVar, PodSpec, PodTemplateSpec, SecretVolumeSource, ServiceAccount, Volume,
-    VolumeMount,
+    ConfigMap, Container, EnvVar, PodSpec, SecretVolumeSource, ServiceAccount, Volume, VolumeMount,
 };
-use flotilla_addon_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use flotilla_addon_sdk::manifest::{labels, meta, to_manifest};
+use flotilla_addon_sdk::manifest::{agent_deployment, labels, meta, to_manifest};
 use flotilla_addon_sdk::serde_json::Value;
 use flotilla_addon_sdk::{
     AddOn, Addon, AddonError, AddonOptions, Cluster, ConfigType, FeedbackField, FeedbackRule, FeedbackValue,
@@ -200,28 +197,7 @@ impl Addon for HelloWorldConfig {
         adc.apply_node_placement(&mut pod);
 
         let pod_labels = labels([("app", AGENT_NAME)]);
-        let deployment = Deployment {
-            metadata: ObjectMeta {
-                labels: Some(pod_labels.clone()),
-                ..meta(AGENT_NAME, ns)
-            },
-            spec: Some(DeploymentSpec {
-                replicas: Some(settings.replicas.unwrap_or(1)),
-                selector: LabelSelector {
-                    match_labels: Some(pod_labels.clone()),
-                    ..LabelSelector::default()
-                },
-                template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta {
-                        labels: Some(pod_labels),
-                        ..ObjectMeta::default()
-                    }),
-                    spec: Some(pod),
-                },
-                ..DeploymentSpec::default()
-            }),
-            ..Deployment::default()
-        };
+        let deployment = agent_deployment(AGENT_NAME, ns, pod_labels, settings.replicas.unwrap_or(1), pod);
         let mut objects = vec![
             to_manifest(&ServiceAccount {
                 metadata: meta(SERVICE_ACCOUNT, ns),

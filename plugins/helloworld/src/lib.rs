@@ -18,15 +18,15 @@
 //! and registers one kube-client credential with the default subject; health comes from the
 //! agent's lease. CSR approval and health use the SDK defaults.
 
-use flotilla_addon_sdk::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use flotilla_addon_sdk::k8s_openapi::api::apps::v1::Deployment;
 use flotilla_addon_sdk::k8s_openapi::api::core::v1::{
-    Container, PodSpec, PodTemplateSpec, SecretVolumeSource, ServiceAccount, Volume, VolumeMount,
+    Container, PodSpec, SecretVolumeSource, ServiceAccount, Volume, VolumeMount,
 };
 use flotilla_addon_sdk::k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject as RbacSubject,
 };
-use flotilla_addon_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use flotilla_addon_sdk::manifest::{labels, meta, to_manifest};
+use flotilla_addon_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use flotilla_addon_sdk::manifest::{agent_deployment, labels, meta, to_manifest};
 use flotilla_addon_sdk::{
     AddOn, Addon, AddonError, AddonOptions, Cluster, HealthMode, Manifest, Registration, ResolvedConfig, log,
 };
@@ -165,55 +165,40 @@ fn deployment(cluster: &Cluster, addon: &AddOn) -> Deployment {
     let ns = addon.install_namespace.as_str();
     let pod_labels = labels([("app", AGENT_NAME)]);
     let kubeconfig_secret = format!("{}-hub-kubeconfig", addon.name);
-    Deployment {
-        metadata: ObjectMeta {
-            labels: Some(pod_labels.clone()),
-            ..meta(AGENT_NAME, ns)
+    agent_deployment(
+        AGENT_NAME,
+        ns,
+        pod_labels,
+        1,
+        PodSpec {
+            service_account_name: Some(SERVICE_ACCOUNT.to_owned()),
+            containers: vec![Container {
+                name: AGENT_NAME.to_owned(),
+                image: Some(AGENT_IMAGE.to_owned()),
+                image_pull_policy: Some("IfNotPresent".to_owned()),
+                args: Some(vec![
+                    "/helloworld".to_owned(),
+                    "agent".to_owned(),
+                    "--hub-kubeconfig=/var/run/hub/kubeconfig".to_owned(),
+                    format!("--cluster-name={}", cluster.name),
+                    format!("--addon-namespace={ns}"),
+                ]),
+                volume_mounts: Some(vec![VolumeMount {
+                    name: "hub-config".to_owned(),
+                    mount_path: "/var/run/hub".to_owned(),
+                    ..VolumeMount::default()
+                }]),
+                ..Container::default()
+            }],
+            volumes: Some(vec![Volume {
+                name: "hub-config".to_owned(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(kubeconfig_secret),
+                    ..SecretVolumeSource::default()
+                }),
+                ..Volume::default()
+            }]),
+            ..PodSpec::default()
         },
-        spec: Some(DeploymentSpec {
-            replicas: Some(1),
-            selector: LabelSelector {
-                match_labels: Some(pod_labels.clone()),
-                ..LabelSelector::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(pod_labels),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    service_account_name: Some(SERVICE_ACCOUNT.to_owned()),
-                    containers: vec![Container {
-                        name: AGENT_NAME.to_owned(),
-                        image: Some(AGENT_IMAGE.to_owned()),
-                        image_pull_policy: Some("IfNotPresent".to_owned()),
-                        args: Some(vec![
-                            "/helloworld".to_owned(),
-                            "agent".to_owned(),
-                            "--hub-kubeconfig=/var/run/hub/kubeconfig".to_owned(),
-                            format!("--cluster-name={}", cluster.name),
-                            format!("--addon-namespace={ns}"),
-                        ]),
-                        volume_mounts: Some(vec![VolumeMount {
-                            name: "hub-config".to_owned(),
-                            mount_path: "/var/run/hub".to_owned(),
-                            ..VolumeMount::default()
-                        }]),
-                        ..Container::default()
-                    }],
-                    volumes: Some(vec![Volume {
-                        name: "hub-config".to_owned(),
-                        secret: Some(SecretVolumeSource {
-                            secret_name: Some(kubeconfig_secret),
-                            ..SecretVolumeSource::default()
-                        }),
-                        ..Volume::default()
-                    }]),
-                    ..PodSpec::default()
-                }),
-            },
-            ..DeploymentSpec::default()
-        }),
-        ..Deployment::default()
-    }
+    )
 }

@@ -2,11 +2,18 @@
 //!
 //! [`to_manifest`] serializes any top-level Kubernetes type with its `apiVersion` and `kind` set
 //! (from the type, so they cannot be forgotten or misspelt). [`meta`] and [`labels`] shorten the
-//! usual `ObjectMeta` boilerplate.
+//! usual `ObjectMeta` boilerplate; [`agent_deployment`] wraps a pod spec in the Deployment most
+//! add-on agents are.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{
+    api::{
+        apps::v1::{Deployment, DeploymentSpec},
+        core::v1::{PodSpec, PodTemplateSpec},
+    },
+    apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
+};
 use serde::Serialize;
 
 use crate::types::{AddonError, Manifest};
@@ -40,6 +47,39 @@ pub fn labels<const N: usize>(pairs: [(&str, &str); N]) -> BTreeMap<String, Stri
         .collect()
 }
 
+/// A Deployment `name` in `namespace` running `replicas` copies of `pod`, whose pods carry
+/// `pod_labels` and are selected by them; the Deployment carries them too.
+pub fn agent_deployment(
+    name: &str,
+    namespace: &str,
+    pod_labels: BTreeMap<String, String>,
+    replicas: i32,
+    pod: PodSpec,
+) -> Deployment {
+    Deployment {
+        metadata: ObjectMeta {
+            labels: Some(pod_labels.clone()),
+            ..meta(name, namespace)
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: Some(pod_labels.clone()),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +95,21 @@ mod tests {
         assert_eq!(m["apiVersion"], "v1");
         assert_eq!(m["kind"], "ServiceAccount");
         assert_eq!(m["metadata"]["namespace"], "ns");
+    }
+
+    #[test]
+    fn agent_deployments_select_their_own_pods() {
+        let d = to_manifest(&agent_deployment(
+            "agent",
+            "ns",
+            labels([("app", "agent")]),
+            2,
+            PodSpec::default(),
+        ))
+        .unwrap();
+        assert_eq!(d["metadata"]["labels"]["app"], "agent");
+        assert_eq!(d["spec"]["replicas"], 2);
+        assert_eq!(d["spec"]["selector"]["matchLabels"]["app"], "agent");
+        assert_eq!(d["spec"]["template"]["metadata"]["labels"]["app"], "agent");
     }
 }
