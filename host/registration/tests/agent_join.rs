@@ -367,3 +367,51 @@ async fn wait_lease_after(
     .await
     .unwrap()
 }
+
+/// OCM's agent watches its ManagedCluster; so does this one between status passes, so a new
+/// `leaseDurationSeconds` takes effect at once, not after the (here ten-minute) status interval.
+#[tokio::test]
+async fn a_new_lease_duration_takes_effect_without_waiting_for_the_status_interval() {
+    init_tracing();
+    let (hub, managed) = planes().await;
+    let hub_admin = hub.admin_client().await.unwrap();
+    let managed_admin = managed.admin_client().await.unwrap();
+    ensure_bootstrap_rbac(&hub_admin).await;
+    let (namespace, cluster) = ("agent-lease-change", "lease-change-c1");
+    prepare_namespace(&managed_admin, namespace, bootstrap_kubeconfig(hub).as_bytes()).await;
+    let mut opts = options(namespace, Some(cluster));
+    opts.lease_duration_seconds = 3600;
+    opts.status_interval = Duration::from_secs(600);
+    let agent = RunningAgent::start(managed, opts).await;
+    wait_csrs(&hub_admin, cluster, 1).await;
+    approve_pending(&hub_admin, cluster).await;
+    accept(&hub_admin, cluster).await;
+    agent.wait("joined", |s| s.phase == Phase::Joined).await;
+    wait_cluster(&hub_admin, cluster, "available", |c| {
+        has_condition(c, mc::CONDITION_AVAILABLE, "True", mc::REASON_AVAILABLE)
+    })
+    .await;
+
+    Api::<flotilla_api::cluster::v1::ManagedCluster>::all(hub_admin.clone())
+        .patch(
+            cluster,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({ "spec": { "leaseDurationSeconds": 1 } })),
+        )
+        .await
+        .unwrap();
+    // With an hour-long lease the agent renews once at join; three renewals after the change
+    // show the one-second period in force.
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while seen.len() < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent kept the old lease period: renewals seen {seen:?}"
+        );
+        if let Some(renewed) = lease_renew_time(&hub_admin, cluster).await {
+            seen.insert(renewed);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -10,6 +10,9 @@
 //!
 //! One merge patch of `/status` per pass, only when something changed. Each pass also
 //! publishes whether the cluster is accepted and its lease duration for the lease loop.
+//! Between passes the agent watches its ManagedCluster, so a spec change (a new
+//! `leaseDurationSeconds`, acceptance revoked) starts the next pass at once rather than after
+//! the status interval.
 
 use std::{
     collections::BTreeMap,
@@ -33,8 +36,13 @@ use flotilla_core::{
         resources::{self, NodeResources},
     },
 };
+use futures::StreamExt;
 use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
-use kube::{Api, api::ListParams};
+use kube::{
+    Api,
+    api::ListParams,
+    runtime::{WatchStreamExt, watcher},
+};
 use tokio::sync::watch;
 
 use super::{
@@ -71,8 +79,9 @@ enum Pass {
     NotAccepted,
     /// The apiserver probe failed within the threshold: probe again soon.
     Undecided,
-    /// Everything written: next pass after the status interval.
-    Done,
+    /// Everything written: next pass after the status interval, or sooner when the spec
+    /// moves past this `metadata.generation`.
+    Done(Option<i64>),
 }
 
 /// Reports status forever.
@@ -87,6 +96,7 @@ pub(crate) async fn run(
     let mut backoff = Backoff::new(options.backoff_initial, options.backoff_max);
     loop {
         let current = identity.borrow().clone();
+        let mut seen_generation = None;
         let wait = match pass(ctx, names, &current, &mut tracker, view).await {
             Ok(pass) => {
                 options.status.succeeded(Step::Status);
@@ -94,7 +104,10 @@ pub(crate) async fn run(
                 match pass {
                     Pass::NotAccepted => options.acceptance_poll_interval,
                     Pass::Undecided => options.health_retry_interval,
-                    Pass::Done => options.status_interval,
+                    Pass::Done(generation) => {
+                        seen_generation = generation;
+                        options.status_interval
+                    }
                 }
             }
             Err(error) if error.is_conflict() => {
@@ -107,8 +120,35 @@ pub(crate) async fn run(
                 backoff.next_delay().min(options.status_interval)
             }
         };
-        tokio::time::sleep(wait).await;
+        match seen_generation {
+            Some(seen) => {
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = spec_changed(current.client.clone(), &names.cluster, seen) => {
+                        tracing::debug!("ManagedCluster spec changed; reporting status now");
+                    }
+                }
+            }
+            None => tokio::time::sleep(wait).await,
+        }
     }
+}
+
+/// Resolves once the ManagedCluster's `metadata.generation` differs from `seen`, which only a
+/// spec change does (status writes keep it). Watch errors are retried with backoff; the
+/// caller's status interval bounds the wait either way.
+async fn spec_changed(hub: kube::Client, cluster: &str, seen: i64) {
+    let api: Api<ManagedCluster> = Api::all(hub);
+    let config = watcher::Config::default().fields(&format!("metadata.name={cluster}"));
+    let mut changes = std::pin::pin!(watcher(api, config).default_backoff().applied_objects());
+    while let Some(change) = changes.next().await {
+        match change {
+            Ok(cluster) if cluster.metadata.generation.is_some_and(|g| g != seen) => return,
+            Ok(_) => {}
+            Err(error) => tracing::debug!(%error, "watching the ManagedCluster for spec changes"),
+        }
+    }
+    std::future::pending().await
 }
 
 async fn pass(
@@ -172,7 +212,7 @@ async fn pass(
                 available(conditions::FALSE, mc::REASON_KUBE_APISERVER_UNAVAILABLE, message),
                 now,
             );
-            Pass::Done
+            Pass::Done(cluster.metadata.generation)
         }
         HealthDecision::Available => {
             conditions::set(
@@ -187,7 +227,7 @@ async fn pass(
             if let Err(e) = observe_cluster(ctx, &mut status).await {
                 error = Some(e);
             }
-            Pass::Done
+            Pass::Done(cluster.metadata.generation)
         }
     };
     status.conditions = Some(conditions);
