@@ -72,7 +72,9 @@ async fn env() -> &'static Env {
                             .expect("test environment");
                         let config = ControllerConfig {
                             max_fetch_bytes: MAX_FETCH,
-                            resync: Duration::from_secs(5),
+                            // Long enough that only the ConfigMap watch can explain a
+                            // prompt reload.
+                            resync: Duration::from_secs(600),
                             backoff_min: Duration::from_millis(200),
                             backoff_max: Duration::from_secs(2),
                         };
@@ -259,6 +261,31 @@ async fn config_map_faults_are_named() {
         "{status:?}"
     );
     assert!(env().await.registry.get("cm-wrong-digest").is_none());
+}
+
+#[tokio::test]
+async fn a_new_component_in_a_config_map_serves_without_waiting_for_the_resync() {
+    let env = env().await;
+    let (first, second) = (bytes(plugins::HELLOWORLD), bytes(plugins::REVISION_B));
+    put_config_map("cm-update", first.clone()).await;
+    apply_plugin("cm-update", cm_source("cm-update"), None).await;
+    let status = await_condition("cm-update", "Ready", "True", "Ready").await;
+    assert_eq!(status.digest, Some(Digest::of(&first).to_string()));
+
+    put_config_map("cm-update", second.clone()).await;
+    let api: Api<AddOnPlugin> = Api::all(client().await);
+    let wanted = Digest::of(&second).to_string();
+    wait::until("the new component serves", Duration::from_secs(60), || {
+        let (api, wanted) = (api.clone(), wanted.clone());
+        async move {
+            let digest = api.get("cm-update").await?.status.and_then(|s| s.digest);
+            Ok::<_, kube::Error>((digest.as_deref() == Some(wanted.as_str())).then_some(()))
+        }
+    })
+    .await
+    .expect("reloaded after the ConfigMap changed");
+    let serving = env.registry.require("cm-update").unwrap();
+    assert_eq!(serving.digest().to_string(), wanted);
 }
 
 /// Hostile components get a `Validated` reason naming the fault.

@@ -12,9 +12,11 @@
 //!   PluginRegistry ◀── lookup by add-on name (spec.addOnName, default metadata.name) ─ add-on manager
 //! ```
 //!
-//! Watches: `AddOnPlugin` only. ConfigMap sources are re-read every [`ControllerConfig::resync`]
-//! unless the serving revision already has the pinned digest (bytes named by digest cannot
-//! change). A failed attempt requeues with exponential backoff per object, and the last good
+//! Watches: `AddOnPlugin`, and the metadata of ConfigMaps (never their bytes): a change to a
+//! ConfigMap some plugin loads from reconciles the plugins again at once, so a new component
+//! in a ConfigMap serves within seconds. Besides, sources are re-read every
+//! [`ControllerConfig::resync`] unless the serving revision already has the pinned digest
+//! (bytes named by digest cannot change). A failed attempt requeues with exponential backoff per object, and the last good
 //! revision keeps serving meanwhile. Deleting an `AddOnPlugin` removes its add-on's slot (the
 //! finalizer [`FINALIZER`] makes sure the host sees the deletion); calls in flight finish on the
 //! revision they hold.
@@ -33,9 +35,11 @@ use std::time::Duration;
 
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
-use kube::{Api, Client};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, Client, ResourceExt as _};
 
 pub use reconcile::reconcile;
 
@@ -140,8 +144,31 @@ pub fn error_policy(_plugin: Arc<AddOnPlugin>, error: &ReconcileError, _ctx: Arc
 /// the add-on manager looks plugins up in ([`PluginRegistry::get`] by add-on name).
 pub async fn run(client: Client, registry: Arc<PluginRegistry>, config: ControllerConfig) {
     let api: Api<AddOnPlugin> = Api::all(client.clone());
+    let controller = Controller::new(api, watcher::Config::default());
+    let plugins = controller.store();
+    let source_changes = watcher(
+        Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects()
+    .filter_map(move |changed| {
+        let is_source = changed.is_ok_and(|config_map| {
+            let (namespace, name) = (config_map.namespace().unwrap_or_default(), config_map.name_any());
+            plugins.state().iter().any(|plugin| {
+                plugin
+                    .spec
+                    .source
+                    .config_map
+                    .as_ref()
+                    .is_some_and(|source| source.namespace == namespace && source.name == name)
+            })
+        });
+        std::future::ready(is_source.then_some(()))
+    });
     let context = Arc::new(Context::new(client, registry, config));
-    Controller::new(api, watcher::Config::default())
+    controller
+        .reconcile_all_on(source_changes)
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
             if let Err(error) = result {
