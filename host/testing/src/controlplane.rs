@@ -194,10 +194,7 @@ impl ControlPlane {
                 (None, dir.clone())
             }
             None => {
-                let temp = tempfile::Builder::new()
-                    .prefix(&format!("flotilla-{}-", settings.name))
-                    .tempdir()
-                    .map_err(io("create temporary directory"))?;
+                let temp = crate::scratch::create(&settings.name)?;
                 let dir = temp.path().to_path_buf();
                 (Some(temp), dir)
             }

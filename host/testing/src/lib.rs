@@ -19,6 +19,7 @@ pub mod error;
 pub mod kubeconfig;
 pub mod pki;
 pub mod registry;
+mod scratch;
 pub mod shared;
 pub mod wait;
 

@@ -125,10 +125,7 @@ impl Registry {
     }
 
     async fn start_once(settings: &RegistryBuilder, binary: &Path) -> Result<Self> {
-        let temp = tempfile::Builder::new()
-            .prefix("flotilla-registry-")
-            .tempdir()
-            .map_err(io("create temporary directory"))?;
+        let temp = crate::scratch::create("registry")?;
         let dir = temp.path().to_path_buf();
         let storage = dir.join("storage");
         fs::create_dir_all(&storage).map_err(io("create registry storage"))?;
