@@ -46,6 +46,39 @@ fn ok(output: Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// The token in the join command `flotilla init` printed.
+fn hub_token(join_line: &str) -> String {
+    join_line
+        .split_whitespace()
+        .skip_while(|w| *w != "--hub-token")
+        .nth(1)
+        .unwrap()
+        .to_owned()
+}
+
+/// `flotilla join --local` of `cluster` on the control plane with admin kubeconfig `managed`.
+fn join_local(
+    state: &Path,
+    managed: &Path,
+    hub_server: &str,
+    token: &str,
+    cluster: &str,
+    extra: &[&str],
+) -> Output {
+    let mut args = vec![
+        "join",
+        "--hub-token",
+        token,
+        "--hub-apiserver",
+        hub_server,
+        "--cluster-name",
+        cluster,
+        "--local",
+    ];
+    args.extend_from_slice(extra);
+    flotilla(state, managed, &args)
+}
+
 /// Stops the `--local` klusterlets `flotilla join` started, also when the test fails: they run
 /// detached and would outlive it.
 struct Klusterlets(PathBuf);
@@ -141,12 +174,7 @@ async fn clusters_join_get_accepted_become_available_and_recover_after_an_agent_
     let state = state.path();
 
     let join_line = ok(flotilla(state, hub.admin_kubeconfig(), &["init"]));
-    let token = join_line
-        .split_whitespace()
-        .skip_while(|w| *w != "--hub-token")
-        .nth(1)
-        .unwrap()
-        .to_owned();
+    let token = hub_token(&join_line);
     assert!(
         join_line.contains(&format!("--hub-apiserver {}", hub.server())),
         "{join_line}"
@@ -193,20 +221,13 @@ async fn clusters_join_get_accepted_become_available_and_recover_after_an_agent_
     );
 
     for (name, cp) in [("cluster1", &one), ("cluster2", &two)] {
-        let accept_line = ok(flotilla(
+        let accept_line = ok(join_local(
             state,
             cp.admin_kubeconfig(),
-            &[
-                "join",
-                "--hub-token",
-                &token,
-                "--hub-apiserver",
-                hub.server(),
-                "--cluster-name",
-                name,
-                "--local",
-                "--lease-duration-seconds=2",
-            ],
+            hub.server(),
+            &token,
+            name,
+            &["--lease-duration-seconds=2"],
         ));
         assert_eq!(accept_line.trim(), format!("flotilla accept --clusters {name}"));
     }
@@ -293,20 +314,13 @@ async fn clusters_join_get_accepted_become_available_and_recover_after_an_agent_
     );
 
     // The agent comes back (joining again restarts it with the stored identity).
-    ok(flotilla(
+    ok(join_local(
         state,
         one.admin_kubeconfig(),
-        &[
-            "join",
-            "--hub-token",
-            &token,
-            "--hub-apiserver",
-            hub.server(),
-            "--cluster-name",
-            "cluster1",
-            "--local",
-            "--lease-duration-seconds=2",
-        ],
+        hub.server(),
+        &token,
+        "cluster1",
+        &["--lease-duration-seconds=2"],
     ));
     await_cluster(&clusters, "cluster1", "available again without the taint", |c| {
         joined_and_available(c) && !has_taint(c, TAINT_UNREACHABLE)
@@ -328,63 +342,40 @@ async fn join_refuses_a_wrong_token_and_a_bad_cluster_name_with_a_reason() {
     let (hub, managed) = (hub.unwrap(), managed.unwrap());
     let state = tempfile::tempdir().unwrap();
     let join_line = ok(flotilla(state.path(), hub.admin_kubeconfig(), &["init"]));
-    let token = join_line
-        .split_whitespace()
-        .skip_while(|w| *w != "--hub-token")
-        .nth(1)
-        .unwrap()
-        .to_owned();
+    let token = hub_token(&join_line);
 
     let (id, _) = token.split_once('.').unwrap();
     let forged = format!("{id}.0000000000000000");
-    let output = flotilla(
+    let output = join_local(
         state.path(),
         managed.admin_kubeconfig(),
-        &[
-            "join",
-            "--hub-token",
-            &forged,
-            "--hub-apiserver",
-            hub.server(),
-            "--cluster-name",
-            "c1",
-            "--local",
-        ],
+        hub.server(),
+        &forged,
+        "c1",
+        &[],
     );
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("cluster-info"), "{stderr}");
 
-    let output = flotilla(
+    let output = join_local(
         state.path(),
         managed.admin_kubeconfig(),
-        &[
-            "join",
-            "--hub-token",
-            &token,
-            "--hub-apiserver",
-            hub.server(),
-            "--cluster-name",
-            "Not.Valid",
-            "--local",
-        ],
+        hub.server(),
+        &token,
+        "Not.Valid",
+        &[],
     );
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("not a valid namespace name"));
 
-    let output = flotilla(
+    let output = join_local(
         state.path(),
         managed.admin_kubeconfig(),
-        &[
-            "join",
-            "--hub-token",
-            "nonsense",
-            "--hub-apiserver",
-            hub.server(),
-            "--cluster-name",
-            "c1",
-            "--local",
-        ],
+        hub.server(),
+        "nonsense",
+        "c1",
+        &[],
     );
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--hub-token must look like"));
