@@ -8,14 +8,21 @@ use kube::runtime::controller::Action;
 
 /// Requeue after an error: 1 s for conflicts (409), 10 s otherwise.
 pub fn requeue_after(error: &(dyn std::error::Error + 'static)) -> Action {
+    if status_code(error) == Some(409) {
+        Action::requeue(Duration::from_secs(1))
+    } else {
+        Action::requeue(Duration::from_secs(10))
+    }
+}
+
+/// The HTTP status of the first API error in `error`'s source chain, if any.
+pub fn status_code(error: &(dyn std::error::Error + 'static)) -> Option<u16> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = source {
-        if let Some(kube::Error::Api(status)) = e.downcast_ref::<kube::Error>()
-            && status.code == 409
-        {
-            return Action::requeue(Duration::from_secs(1));
+        if let Some(kube::Error::Api(status)) = e.downcast_ref::<kube::Error>() {
+            return Some(status.code);
         }
         source = e.source();
     }
-    Action::requeue(Duration::from_secs(10))
+    None
 }

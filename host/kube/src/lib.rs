@@ -9,12 +9,14 @@
 //!   guarded by the object's `resourceVersion` like OCM's own writers;
 //! - [`finalizer`]: add or remove one finalizer with a JSON patch that fails on a stale list;
 //! - [`apply`]: server-side apply under Flotilla's field manager;
-//! - [`backoff`]: the requeue policy for failed reconciles.
+//! - [`backoff`]: the requeue policy for failed reconciles;
+//! - [`controller::run`]: the run loop with that policy and shared logging.
 
 #![deny(missing_docs)]
 
 pub mod apply;
 pub mod backoff;
+pub mod controller;
 pub mod crds;
 pub mod error;
 pub mod finalizer;

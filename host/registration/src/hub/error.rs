@@ -111,14 +111,7 @@ impl Error {
 
     /// The HTTP status of the apiserver's answer, when it gave one.
     pub fn status_code(&self) -> Option<u16> {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(self);
-        while let Some(e) = source {
-            if let Some(kube::Error::Api(status)) = e.downcast_ref::<kube::Error>() {
-                return Some(status.code);
-            }
-            source = e.source();
-        }
-        None
+        flotilla_kube::backoff::status_code(self)
     }
 }
 

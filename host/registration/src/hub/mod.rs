@@ -32,11 +32,10 @@ mod write;
 
 use std::{sync::Arc, time::Duration};
 
-use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::{
     Api, Client, Resource,
-    runtime::{Controller, controller, reflector::ObjectRef},
+    runtime::{Controller, controller},
 };
 use serde::de::DeserializeOwned;
 
@@ -100,10 +99,7 @@ pub(super) struct Context {
     pub(super) options: HubOptions,
 }
 
-/// Runs `controller` with `reconcile` and the shared error policy until dropped, logging what
-/// went wrong: failed reconciles at trace level (the error policy already logged them),
-/// requeues of deleted objects at debug level, everything else (watch or queue trouble) as a
-/// warning.
+/// Runs one hub controller with the shared run loop of [`flotilla_kube::controller`].
 async fn run_controller<K, C, F, Fut>(
     name: &'static str,
     controller: Controller<K>,
@@ -115,40 +111,5 @@ async fn run_controller<K, C, F, Fut>(
     F: FnMut(Arc<K>, Arc<C>) -> Fut,
     Fut: Future<Output = Result<controller::Action>> + Send + 'static,
 {
-    let error_policy =
-        move |object: Arc<K>, error: &Error, _: Arc<C>| requeue_after_error(name, object.as_ref(), error);
-    controller
-        .run(reconcile, error_policy, context)
-        .for_each(|result| {
-            match result {
-                Ok((object, _)) => tracing::trace!(controller = name, %object, "reconciled"),
-                Err(controller::Error::ReconcilerFailed(error, object)) => {
-                    tracing::trace!(controller = name, %object, %error, "reconcile failed");
-                }
-                // A requeued object that was deleted meanwhile: expected, nothing to do.
-                Err(controller::Error::ObjectNotFound(object)) => {
-                    tracing::debug!(controller = name, %object, "object gone before its requeue");
-                }
-                Err(error) => tracing::warn!(controller = name, %error, "controller trouble"),
-            }
-            std::future::ready(())
-        })
-        .await;
-}
-
-/// The error policy of every hub controller: log, then back off (1 s after a conflict, 10 s
-/// otherwise). Conflicts are routine where several writers share an object (the agent and
-/// four hub controllers write a ManagedCluster), so they are logged at debug level only.
-fn requeue_after_error<K: Resource<DynamicType = ()>>(
-    controller_name: &'static str,
-    object: &K,
-    error: &Error,
-) -> controller::Action {
-    let object = ObjectRef::from_obj(object);
-    if error.status_code() == Some(409) {
-        tracing::debug!(controller = controller_name, %object, %error, "conflict; retrying");
-    } else {
-        tracing::warn!(controller = controller_name, %object, %error, "reconcile failed; retrying");
-    }
-    flotilla_kube::backoff::requeue_after(error)
+    flotilla_kube::controller::run(name, controller, reconcile, context).await;
 }

@@ -1,0 +1,65 @@
+//! The run loop every Flotilla controller shares: one error policy, one way of logging what
+//! a reconcile did, so a new controller writes only its watches and its reconcile.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::{
+    Resource,
+    runtime::{Controller, controller, reflector::ObjectRef},
+};
+use serde::de::DeserializeOwned;
+
+/// Runs `controller` with `reconcile` and the shared error policy until dropped, logging what
+/// went wrong: failed reconciles at trace level (the error policy already logged them),
+/// requeues of deleted objects at debug level, everything else (watch or queue trouble) as a
+/// warning.
+pub async fn run<K, C, E, F, Fut>(
+    name: &'static str,
+    controller: Controller<K>,
+    reconcile: F,
+    context: Arc<C>,
+) where
+    K: Clone + Resource<DynamicType = ()> + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    C: Send + Sync + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+    F: FnMut(Arc<K>, Arc<C>) -> Fut,
+    Fut: Future<Output = Result<controller::Action, E>> + Send + 'static,
+{
+    let error_policy =
+        move |object: Arc<K>, error: &E, _: Arc<C>| requeue_after_error(name, object.as_ref(), error);
+    controller
+        .run(reconcile, error_policy, context)
+        .for_each(|result| {
+            match result {
+                Ok((object, _)) => tracing::trace!(controller = name, %object, "reconciled"),
+                Err(controller::Error::ReconcilerFailed(error, object)) => {
+                    tracing::trace!(controller = name, %object, %error, "reconcile failed");
+                }
+                // A requeued object that was deleted meanwhile: expected, nothing to do.
+                Err(controller::Error::ObjectNotFound(object)) => {
+                    tracing::debug!(controller = name, %object, "object gone before its requeue");
+                }
+                Err(error) => tracing::warn!(controller = name, %error, "controller trouble"),
+            }
+            std::future::ready(())
+        })
+        .await;
+}
+
+/// The error policy of every controller: log, then back off with [`crate::backoff`]. Conflicts
+/// are routine where several writers share an object (an agent and several hub controllers
+/// write a ManagedCluster), so they are logged at debug level only.
+fn requeue_after_error<K, E>(controller_name: &'static str, object: &K, error: &E) -> controller::Action
+where
+    K: Resource<DynamicType = ()>,
+    E: std::error::Error + 'static,
+{
+    let object = ObjectRef::from_obj(object);
+    if crate::backoff::status_code(error) == Some(409) {
+        tracing::debug!(controller = controller_name, %object, %error, "conflict; retrying");
+    } else {
+        tracing::warn!(controller = controller_name, %object, %error, "reconcile failed; retrying");
+    }
+    crate::backoff::requeue_after(error)
+}
