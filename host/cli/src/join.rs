@@ -8,9 +8,9 @@
 //! a cluster without nodes, like a local control plane, needs.
 
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Command as Process, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::{Context as _, bail};
@@ -28,10 +28,14 @@ use k8s_openapi::{
     },
 };
 use kube::{Api, api::DeleteParams};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 
-use crate::{cli::GlobalArgs, kube::client};
+use crate::{
+    cli::GlobalArgs,
+    kube::client,
+    local::{self, LocalKlusterlet},
+};
 
 /// The klusterlet's manifests for a real managed cluster.
 const KLUSTERLET_MANIFESTS: &str = include_str!("../../../deploy/klusterlet/klusterlet.yaml");
@@ -75,14 +79,6 @@ pub struct UnjoinArgs {
     pub agent_namespace: String,
 }
 
-/// What a `--local` klusterlet leaves in the state directory.
-#[derive(Debug, Serialize, Deserialize)]
-struct LocalKlusterlet {
-    pid: u32,
-    exe: PathBuf,
-    log: PathBuf,
-}
-
 pub async fn join(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<()> {
     validate_cluster_name(&args.cluster_name)?;
     let (token_id, token_secret) = args
@@ -97,7 +93,7 @@ pub async fn join(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<()> {
     };
     let bootstrap = bootstrap_kubeconfig(server, &ca_pem, &args.hub_token)?;
 
-    let (managed, _) = client(global)
+    let (managed, managed_config) = client(global)
         .await
         .context("connect to the managed cluster (--kubeconfig)")?;
     let namespace = &args.agent_namespace;
@@ -126,7 +122,7 @@ pub async fn join(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<()> {
     );
 
     if args.local {
-        let state = start_local(global, args)?;
+        let state = start_local(global, args, &managed_config.cluster_url.to_string())?;
         eprintln!(
             "klusterlet for {:?} runs as process {} (log: {})",
             args.cluster_name,
@@ -146,12 +142,8 @@ pub async fn join(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<()> {
 }
 
 pub async fn unjoin(global: &GlobalArgs, args: &UnjoinArgs) -> anyhow::Result<()> {
-    let state_dir = local_dir(global, &args.cluster_name);
-    if let Ok(text) = std::fs::read_to_string(state_dir.join("state.json")) {
-        let state: LocalKlusterlet = serde_json::from_str(&text).context("read local klusterlet state")?;
-        stop_process(state.pid, &state.exe);
-        std::fs::remove_dir_all(&state_dir).with_context(|| format!("remove {}", state_dir.display()))?;
-        eprintln!("stopped the local klusterlet (process {})", state.pid);
+    if let Some(pid) = local::stop(&global.state_dir, &args.cluster_name)? {
+        eprintln!("stopped the local klusterlet (process {pid})");
     }
     let (managed, _) = client(global)
         .await
@@ -269,20 +261,14 @@ fn bootstrap_kubeconfig(server: &str, ca_pem: &str, token: &str) -> anyhow::Resu
     serde_yaml::to_string(&config).context("render bootstrap kubeconfig")
 }
 
-fn local_dir(global: &GlobalArgs, cluster: &str) -> PathBuf {
-    global.state_dir.join("klusterlets").join(cluster)
-}
-
 /// Starts `flotilla klusterlet` for this cluster in the background, in its own process group
 /// so a terminal's hang-up does not reach it.
-fn start_local(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<LocalKlusterlet> {
+fn start_local(global: &GlobalArgs, args: &JoinArgs, server: &str) -> anyhow::Result<LocalKlusterlet> {
     use std::os::unix::process::CommandExt as _;
 
-    let dir = local_dir(global, &args.cluster_name);
-    if let Ok(text) = std::fs::read_to_string(dir.join("state.json"))
-        && let Ok(old) = serde_json::from_str::<LocalKlusterlet>(&text)
-    {
-        stop_process(old.pid, &old.exe);
+    let dir = local::dir(&global.state_dir, &args.cluster_name);
+    if let Some(old) = local::read(&global.state_dir, &args.cluster_name) {
+        local::stop_process(old.pid, &old.exe);
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     let kubeconfig = match &global.kubeconfig {
@@ -322,32 +308,10 @@ fn start_local(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<LocalKlus
         pid: child.id(),
         exe,
         log,
+        server: Some(server.to_owned()),
     };
-    std::fs::write(dir.join("state.json"), serde_json::to_string_pretty(&state)?)
-        .context("record the local klusterlet")?;
+    local::write(&global.state_dir, &args.cluster_name, &state)?;
     Ok(state)
-}
-
-/// Stops a process only if it still runs `exe`, so a reused pid is never hit.
-fn stop_process(pid: u32, exe: &Path) {
-    use nix::{sys::signal, unistd::Pid};
-    let runs_exe = || {
-        std::fs::read_link(format!("/proc/{pid}/exe"))
-            .map(|p| p == exe)
-            .unwrap_or(false)
-            && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
-    };
-    if !runs_exe() {
-        return;
-    }
-    let _ = signal::kill(Pid::from_raw(pid as i32), signal::Signal::SIGTERM);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while runs_exe() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    if runs_exe() {
-        let _ = signal::kill(Pid::from_raw(pid as i32), signal::Signal::SIGKILL);
-    }
 }
 
 fn klusterlet_binding_name(namespace: &str) -> String {

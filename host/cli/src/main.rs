@@ -7,6 +7,7 @@ mod get;
 mod init;
 mod join;
 mod kube;
+mod local;
 mod output;
 mod plugin;
 mod run;

@@ -1,5 +1,6 @@
 //! `flotilla controlplane up|kubeconfig|down` against the real binary: a named control plane
-//! runs in the background, serves kubectl, and `down` leaves no process or port behind.
+//! runs in the background, serves kubectl, and `down` leaves no process or port behind — not even
+//! a `join --local` klusterlet attached to it.
 
 #![allow(
     clippy::unwrap_used,
@@ -46,6 +47,11 @@ struct State {
     pids: Vec<(String, u32)>,
 }
 
+#[derive(serde::Deserialize)]
+struct Klusterlet {
+    pid: u32,
+}
+
 #[test]
 fn controlplane_up_serves_kubectl_and_down_frees_everything() {
     let state_dir = tempfile::tempdir().unwrap();
@@ -84,10 +90,48 @@ fn controlplane_up_serves_kubectl_and_down_frees_everything() {
     );
     assert!(crds.contains("addonplugins.plugins.flotilla.dev"), "{crds}");
 
+    // A local klusterlet of this cluster, joined to a hub that never answers: it retries until
+    // `down` stops it with the control plane it serves.
+    let ca = state_dir.path().join("controlplanes/cli-test/pki/ca.crt");
     stdout(&flotilla(
         state_dir.path(),
-        &["controlplane", "down", "--name", "cli-test"],
+        &[
+            "join",
+            "--kubeconfig",
+            &kubeconfig,
+            "--hub-token",
+            "abcdef.0123456789abcdef",
+            "--hub-apiserver",
+            "https://127.0.0.1:9",
+            "--hub-ca-file",
+            ca.to_str().unwrap(),
+            "--cluster-name",
+            "cluster1",
+            "--local",
+        ],
     ));
+    let klusterlet: Klusterlet = serde_json::from_str(
+        &std::fs::read_to_string(state_dir.path().join("klusterlets/cluster1/state.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        running(klusterlet.pid),
+        "the local klusterlet must run after join"
+    );
+
+    let down = flotilla(state_dir.path(), &["controlplane", "down", "--name", "cli-test"]);
+    stdout(&down);
+    assert!(
+        !running(klusterlet.pid),
+        "the klusterlet ({}) of the stopped control plane still runs",
+        klusterlet.pid
+    );
+    assert!(
+        String::from_utf8_lossy(&down.stderr)
+            .contains("stopped the local klusterlet of cluster \"cluster1\""),
+        "down must say which klusterlet it stopped: {}",
+        String::from_utf8_lossy(&down.stderr)
+    );
     for (component, pid) in &state.pids {
         assert!(!running(*pid), "{component} ({pid}) still running after down");
     }

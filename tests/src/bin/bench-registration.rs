@@ -2,13 +2,20 @@
 //! one hub, the hub process's CPU and memory, and apiserver requests per cluster per minute in
 //! steady state. Asserts nothing.
 //!
-//! The hub runs as the real `flotilla hub` process (its CPU and memory are its own); the agents
-//! run in this process, all on one managed control plane, each in its own agent namespace.
+//! The hub runs as the real `flotilla hub` process (its CPU and memory are its own) under an
+//! identity of its own; the agents run in this process, all on one managed control plane, each
+//! in its own agent namespace. The benchmark approves join CSRs as an admin running `flotilla
+//! accept` would, with a reason of its own, so the hub controller's reason never appears on a
+//! request it did not approve. Steady-state requests are counted per client from the hub
+//! apiserver's own API Priority and Fairness metrics: the benchmark installs one FlowSchema for
+//! the hub's identity and one for the agents' groups, so each client's requests land in a flow
+//! schema of its own.
 //!
 //! `cargo build --release -p flotilla && cargo run --release -p flotilla-tests --bin bench-registration -- [COUNTS] [STEADY_SECONDS]`
 //! (defaults `1,10,100` and 60).
 
 use std::{
+    collections::BTreeMap,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
@@ -61,15 +68,78 @@ fn usage(pid: u32) -> (f64, u64) {
     (ticks as f64 / 100.0, rss_kib / 1024)
 }
 
-/// Sum of `apiserver_request_total` on the hub.
-async fn request_total(client: &Client) -> anyhow::Result<f64> {
+/// The hub's identity in this benchmark.
+const HUB_USER: &str = "flotilla-bench-hub";
+/// Flow schemas that sort the hub apiserver's requests by client: (flow schema, who).
+const CLIENTS: &[(&str, &str)] = &[
+    ("bench-hub", "hub (flotilla hub)"),
+    ("bench-agents", "agents (registration)"),
+    ("kube-controller-manager", "controller manager"),
+    (
+        "kube-system-service-accounts",
+        "controller manager (service accounts)",
+    ),
+];
+
+/// `apiserver_flowcontrol_dispatched_requests_total` on the hub, summed per flow schema.
+async fn requests_by_flow_schema(client: &Client) -> anyhow::Result<BTreeMap<String, f64>> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
     let text = client.request_text(request).await.context("read hub /metrics")?;
-    Ok(text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum())
+    let mut totals = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_flowcontrol_dispatched_requests_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let schema = labels
+            .split(',')
+            .find_map(|label| label.strip_prefix("flow_schema=\""))
+            .map(|v| v.trim_end_matches('"').to_owned());
+        if let (Some(schema), Ok(value)) = (schema, value.trim().parse::<f64>()) {
+            *totals.entry(schema).or_insert(0.0) += value;
+        }
+    }
+    Ok(totals)
+}
+
+/// Installs the benchmark's flow schemas: the hub's user and the agents' groups (bootstrap and
+/// accepted) each get one, at a precedence before the built-in catch-alls.
+async fn install_flow_schemas(hub: &Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::flowcontrol::v1::FlowSchema;
+    let api: Api<FlowSchema> = Api::all(hub.clone());
+    let rule = |subjects: serde_json::Value| {
+        json!([{ "subjects": subjects,
+                 "resourceRules": [{ "verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                     "clusterScope": true, "namespaces": ["*"] }],
+                 "nonResourceRules": [{ "verbs": ["*"], "nonResourceURLs": ["*"] }] }])
+    };
+    let schemas = [
+        (
+            "bench-hub",
+            500,
+            rule(json!([{ "kind": "User", "user": { "name": HUB_USER } }])),
+        ),
+        (
+            "bench-agents",
+            501,
+            rule(json!([
+                { "kind": "Group", "group": { "name": names::BOOTSTRAP_GROUP } },
+                { "kind": "Group", "group": { "name": "system:open-cluster-management:managed-clusters" } },
+            ])),
+        ),
+    ];
+    for (name, precedence, rules) in schemas {
+        let schema: FlowSchema = serde_json::from_value(json!({
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+            "metadata": { "name": name },
+            "spec": { "priorityLevelConfiguration": { "name": "workload-high" },
+                      "matchingPrecedence": precedence, "rules": rules },
+        }))?;
+        flotilla_kube::apply::apply(&api, &schema).await?;
+    }
+    Ok(())
 }
 
 fn is_available(cluster: &ManagedCluster) -> bool {
@@ -95,7 +165,15 @@ async fn prepare_hub(hub: &Client) -> anyhow::Result<()> {
         "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": names::BOOTSTRAP_GROUP }]
     }))?;
     flotilla_kube::apply::apply(&Api::<ClusterRoleBinding>::all(hub.clone()), &binding).await?;
-    Ok(())
+    // The hub's own identity: what it may do is not what this benchmark measures.
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": { "name": "bench-hub" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin" },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": HUB_USER }]
+    }))?;
+    flotilla_kube::apply::apply(&Api::<ClusterRoleBinding>::all(hub.clone()), &binding).await?;
+    install_flow_schemas(hub).await
 }
 
 /// Approves pending bootstrap CSRs and accepts their clusters until `total` are accepted.
@@ -123,8 +201,8 @@ async fn approver(hub: Client, prefix: String, total: usize) -> anyhow::Result<(
                     .is_some_and(|u| u.starts_with(names::BOOTSTRAP_USER_PREFIX))
             {
                 let patch = json!({ "status": { "conditions": [{
-                    "type": "Approved", "status": "True", "reason": "AutoApprovedByHubCSRApprovingController",
-                    "message": "approved by the benchmark", "lastUpdateTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+                    "type": "Approved", "status": "True", "reason": "ApprovedByBenchmark",
+                    "message": "approved by the registration benchmark, as an admin's `flotilla accept` would", "lastUpdateTime": k8s_openapi::jiff::Timestamp::now().to_string(),
                 }]}});
                 csrs.patch_approval(&csr.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
@@ -184,10 +262,12 @@ async fn main() -> anyhow::Result<()> {
     let hub_client = hub_cp.admin_client().await?;
     let managed = managed_cp.admin_client().await?;
     prepare_hub(&hub_client).await?;
+    let hub_kubeconfig = tempfile::NamedTempFile::new()?;
+    std::fs::write(hub_kubeconfig.path(), hub_cp.kubeconfig_for(HUB_USER, &[])?)?;
     let hub_process = HubProcess(
         Command::new(&flotilla)
             .args(["hub", "--kubeconfig"])
-            .arg(hub_cp.admin_kubeconfig())
+            .arg(hub_kubeconfig.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -272,17 +352,36 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
-    let requests_before = request_total(&hub_client).await?;
+    let requests_before = requests_by_flow_schema(&hub_client).await?;
     let cpu_before = usage(hub_pid).0;
     tokio::time::sleep(Duration::from_secs(steady)).await;
-    let requests_after = request_total(&hub_client).await?;
+    let requests_after = requests_by_flow_schema(&hub_client).await?;
     let (cpu_after, rss) = usage(hub_pid);
     let minutes = steady as f64 / 60.0;
+    let per_cluster_minute = |schema: &str| {
+        let delta = requests_after.get(schema).copied().unwrap_or(0.0)
+            - requests_before.get(schema).copied().unwrap_or(0.0);
+        delta / registered.max(1) as f64 / minutes
+    };
     println!(
-        "steady state, {registered} clusters over {steady}s: {:.1} hub apiserver requests per cluster per minute (all clients), \
-         hub CPU {:.1}% of a core, hub RSS {rss} MiB",
-        (requests_after - requests_before) / registered.max(1) as f64 / minutes,
+        "steady state, {registered} clusters over {steady}s: hub CPU {:.1}% of a core, hub RSS {rss} MiB; \
+         hub apiserver requests per cluster per minute, by client (flow schema):",
         100.0 * (cpu_after - cpu_before) / steady as f64
+    );
+    let mut counted = 0.0;
+    for (schema, who) in CLIENTS {
+        let rate = per_cluster_minute(schema);
+        counted += rate;
+        println!("  {who:<40} {rate:>6.2}   ({schema})");
+    }
+    let all: f64 = requests_after
+        .keys()
+        .map(|schema| per_cluster_minute(schema))
+        .sum();
+    println!(
+        "  {:<40} {:>6.2}   (every other flow schema, incl. this benchmark's admin)",
+        "others",
+        all - counted
     );
     for agent in agents {
         agent.abort();

@@ -58,6 +58,20 @@ fn build(source: &Path, wit: &Path, out: &Path) -> flotilla_testing::Result<()> 
         std::fs::copy(source.join(file), work.join(file))
             .map_err(|e| fail(format!("copy {file} to {}: {e}", work.display())))?;
     }
+    for tool in ["node", "npm"] {
+        if Command::new(tool)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+            .is_err()
+        {
+            return Err(fail(format!(
+                "the JavaScript example plugin is built with componentize-js, which needs Node.js and npm, \
+                 but `{tool}` is not on the PATH: install Node.js 20 or later with npm \
+                 (on Debian: `apt-get install nodejs npm`)"
+            )));
+        }
+    }
     eprintln!(
         "flotilla-test-plugins: building the JavaScript plugin in {} (npm install, componentize-js)",
         work.display()
