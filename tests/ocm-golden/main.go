@@ -8,11 +8,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // now is the fixed instant every generated case is evaluated at.
@@ -25,24 +28,44 @@ type fixtureFile struct {
 	Cases     interface{} `json:"cases"`
 }
 
-func writeFixture(dir, name, commit string, seed int64, cases interface{}) error {
+// writeFixture writes one JSON document with one case per line: compact, yet a
+// regenerated file diffs case by case.
+func writeFixture[T any](dir, name, commit string, seed int64, cases []T) error {
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", " ")
-	if err := enc.Encode(fixtureFile{
+	head, err := json.Marshal(fixtureFile{
 		Generator: "tests/ocm-golden (see its README)",
 		OcmCommit: commit,
 		Seed:      seed,
-		Cases:     cases,
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, name)
+	// head ends with `"cases":null}`; the cases replace the null.
+	head = bytes.TrimSuffix(head, []byte("null}"))
+	buf.Write(head)
+	buf.WriteString("[\n")
+	for i, c := range cases {
+		var line bytes.Buffer
+		enc := json.NewEncoder(&line)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(c); err != nil {
+			return err
+		}
+		buf.Write(bytes.TrimSuffix(line.Bytes(), []byte("\n")))
+		if i+1 < len(cases) {
+			buf.WriteString(",")
+		}
+		buf.WriteString("\n")
+	}
+	buf.WriteString("]}\n")
+	var check interface{}
+	if err := json.Unmarshal(buf.Bytes(), &check); err != nil {
+		return fmt.Errorf("%s is not valid JSON: %w", name, err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(path, buf.Bytes(), 0o644)
+	return os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644)
 }
 
 func main() {
@@ -51,6 +74,9 @@ func main() {
 	commit := flag.String("ocm-commit", "", "OCM commit the checkout is at (recorded in the fixtures)")
 	only := flag.String("only", "rollout,placement,spechash", "comma-separated fixtures to write")
 	flag.Parse()
+	// OCM logs every scheduling step; the fixtures are the output that matters.
+	klog.SetOutput(io.Discard)
+	klog.LogToStderr(false)
 	if *commit == "" {
 		fmt.Fprintln(os.Stderr, "-ocm-commit is required")
 		os.Exit(2)
@@ -59,27 +85,28 @@ func main() {
 		// Each fixture has its own generator seeded from the same seed so that
 		// regenerating one does not change the others.
 		rng := rand.New(rand.NewSource(*seed))
-		var cases interface{}
 		var n int
 		var err error
 		var file string
 		switch what {
 		case "rollout":
 			c := rolloutCases(rng)
-			cases, n, file = c, len(c), "rollout.json"
+			n, file = len(c), "rollout.json"
+			err = writeFixture(*out, file, *commit, *seed, c)
 		case "placement":
 			var c []placementCase
-			c, err = placementCases(rng)
-			cases, n, file = c, len(c), "placement.json"
+			if c, err = placementCases(rng); err == nil {
+				n, file = len(c), "placement.json"
+				err = writeFixture(*out, file, *commit, *seed, c)
+			}
 		case "spechash":
 			var c []specHashCase
-			c, err = specHashCases(rng)
-			cases, n, file = c, len(c), "spec-hash.json"
+			if c, err = specHashCases(rng); err == nil {
+				n, file = len(c), "spec-hash.json"
+				err = writeFixture(*out, file, *commit, *seed, c)
+			}
 		default:
 			err = fmt.Errorf("unknown fixture %q", what)
-		}
-		if err == nil {
-			err = writeFixture(*out, file, *commit, *seed, cases)
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
