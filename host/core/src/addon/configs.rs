@@ -384,6 +384,107 @@ pub fn install_progressions(
         .collect()
 }
 
+/// Whether an add-on's desired configs are its placement's, apart from the types its
+/// `spec.configs` override (OCM counts only such add-ons as done or failed in the placement's
+/// install progression). As in OCM, an overridden type must hold as many configs as
+/// `overrides` lists for it, and every other type the same configs in the same order.
+pub fn inherits_placement_configs(
+    addon: &DesiredConfigs,
+    placement: &DesiredConfigs,
+    overrides: &[AddOnConfig],
+) -> bool {
+    let mut override_counts: BTreeMap<&ConfigGroupResource, usize> = BTreeMap::new();
+    for config in overrides {
+        *override_counts.entry(&config.group_resource).or_default() += 1;
+    }
+    let expected_types: std::collections::BTreeSet<&ConfigGroupResource> = placement
+        .0
+        .keys()
+        .chain(override_counts.keys().copied())
+        .collect();
+    if addon.0.len() != expected_types.len() {
+        return false;
+    }
+    expected_types.into_iter().all(|gr| {
+        let Some(list) = addon.0.get(gr) else {
+            return false;
+        };
+        match override_counts.get(gr) {
+            Some(count) => list.len() == *count,
+            None => placement.0.get(gr) == Some(list),
+        }
+    })
+}
+
+/// Per install placement (in `placements` order), the clusters where its configs apply: those
+/// it selects that no later placement selects.
+pub fn configured_clusters(
+    selected: &[std::collections::BTreeSet<String>],
+) -> Vec<std::collections::BTreeSet<String>> {
+    selected
+        .iter()
+        .enumerate()
+        .map(|(i, clusters)| {
+            clusters
+                .iter()
+                .filter(|c| !selected[i + 1..].iter().any(|later| later.contains(*c)))
+                .cloned()
+                .collect()
+        })
+        .collect()
+}
+
+/// `reference` as a v1alpha1 (storage version) config reference, which repeats the desired config's
+/// namespace and name inline, as OCM's conversion does.
+pub fn config_reference_to_v1alpha1(reference: &ConfigReference) -> v1alpha1::ConfigReference {
+    v1alpha1::ConfigReference {
+        group_resource: reference.group_resource.clone(),
+        referent: reference
+            .desired_config
+            .as_ref()
+            .map(|d| d.referent.clone())
+            .unwrap_or_default(),
+        last_observed_generation: reference.last_observed_generation,
+        desired_config: reference.desired_config.clone(),
+        last_applied_config: reference.last_applied_config.clone(),
+    }
+}
+
+/// A v1alpha1 config reference as v1beta1 (an old reference with only the inline namespace
+/// and name takes them as its desired config, without hash).
+pub fn config_reference_from_v1alpha1(reference: &v1alpha1::ConfigReference) -> ConfigReference {
+    let desired = reference.desired_config.clone().or_else(|| {
+        (!reference.referent.name.is_empty()).then(|| ConfigSpecHash {
+            referent: reference.referent.clone(),
+            spec_hash: String::new(),
+        })
+    });
+    ConfigReference {
+        group_resource: reference.group_resource.clone(),
+        last_observed_generation: reference.last_observed_generation,
+        desired_config: desired,
+        last_applied_config: reference.last_applied_config.clone(),
+    }
+}
+
+/// A v1beta1 install progression as v1alpha1 (same fields).
+pub fn install_progression_to_v1alpha1(progression: &InstallProgression) -> v1alpha1::InstallProgression {
+    v1alpha1::InstallProgression {
+        placement: progression.placement.clone(),
+        config_references: progression.config_references.clone(),
+        conditions: progression.conditions.clone(),
+    }
+}
+
+/// A v1alpha1 install progression as v1beta1 (same fields).
+pub fn install_progression_from_v1alpha1(progression: &v1alpha1::InstallProgression) -> InstallProgression {
+    InstallProgression {
+        placement: progression.placement.clone(),
+        config_references: progression.config_references.clone(),
+        conditions: progression.conditions.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rstest::rstest;
@@ -621,5 +722,50 @@ mod tests {
         let changed = vec![strategy("p1", vec![cfg(ADC, "p", "other")])];
         let fresh = install_progressions(&[], &changed, &recorded, |_, _| observed("h"));
         assert!(fresh[0].config_references[0].last_applied_config.is_none());
+    }
+
+    #[rstest]
+    #[case::same_configs(vec![cfg(ADC, "p", "b")], vec![], vec![cfg(ADC, "p", "b")], true)]
+    #[case::other_inherited_config(vec![cfg(ADC, "p", "b")], vec![], vec![cfg(ADC, "x", "y")], false)]
+    #[case::overridden_type_is_not_compared(vec![cfg(ADC, "p", "b")], vec![cfg(ADC, "c", "z")], vec![cfg(ADC, "c", "z")], true)]
+    #[case::override_adds_a_type(vec![cfg(ADC, "p", "b")], vec![cfg(CM, "c", "m")], vec![cfg(ADC, "p", "b"), cfg(CM, "c", "m")], true)]
+    #[case::duplicate_overrides_count_twice(vec![], vec![cfg(CM, "c", "m"), cfg(CM, "c", "m")], vec![cfg(CM, "c", "m")], false)]
+    fn add_ons_inherit_placement_configs_unless_they_differ(
+        #[case] placement: Vec<AddOnConfig>,
+        #[case] overrides: Vec<AddOnConfig>,
+        #[case] addon: Vec<AddOnConfig>,
+        #[case] inherits: bool,
+    ) {
+        let placement = desired_configs(&[], Some(&placement), &[]);
+        let addon = desired_configs(&[], Some(&addon), &[]);
+        assert_eq!(
+            inherits_placement_configs(&addon, &placement, &overrides),
+            inherits
+        );
+    }
+
+    #[test]
+    fn later_placements_take_configured_clusters_from_earlier_ones() {
+        let sets = vec![
+            ["c1", "c2"].iter().map(|s| s.to_string()).collect(),
+            ["c2", "c3"].iter().map(|s| s.to_string()).collect(),
+        ];
+        let configured = configured_clusters(&sets);
+        assert_eq!(configured[0].iter().collect::<Vec<_>>(), vec!["c1"]);
+        assert_eq!(configured[1].len(), 2);
+    }
+
+    #[test]
+    fn config_references_convert_between_versions() {
+        let beta = reference(ADC, "a", "h", Some("h"));
+        let alpha = config_reference_to_v1alpha1(&beta);
+        assert_eq!(alpha.referent.name, "a");
+        assert_eq!(config_reference_from_v1alpha1(&alpha), beta);
+        let old = v1alpha1::ConfigReference {
+            referent: cfg(ADC, "ns", "legacy").referent,
+            ..Default::default()
+        };
+        let converted = config_reference_from_v1alpha1(&old);
+        assert_eq!(converted.desired_config.unwrap().referent.name, "legacy");
     }
 }

@@ -481,6 +481,45 @@ pub struct InstallCounts {
     pub configured: usize,
 }
 
+/// One add-on of an install placement, as the install progression counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlacementAddon {
+    /// Its rollout state (see [`rollout_status`]).
+    pub state: RolloutState,
+    /// Whether the rollout engine put it in the current batch (clusters to roll out).
+    pub in_batch: bool,
+    /// Whether its configs are the placement's (see
+    /// [`super::configs::inherits_placement_configs`]).
+    pub inherits_placement_configs: bool,
+}
+
+/// The counts of an install progression, as OCM counts them: add-ons in the batch are
+/// progressing; out of the batch, those on the placement's configs are done when Succeeded
+/// and failed when Failed. `timed_out` is the rollout engine's timed-out cluster count,
+/// `selected` the placement's clusters and `configured` those where its configs apply (see
+/// [`super::configs::configured_clusters`]).
+pub fn install_counts(
+    addons: &[PlacementAddon],
+    timed_out: usize,
+    selected: usize,
+    configured: usize,
+) -> InstallCounts {
+    let settled = |state| {
+        addons
+            .iter()
+            .filter(|a| a.state == state && !a.in_batch && a.inherits_placement_configs)
+            .count()
+    };
+    InstallCounts {
+        progressing: addons.iter().filter(|a| a.in_batch).count(),
+        succeeded: settled(RolloutState::Succeeded),
+        failed: settled(RolloutState::Failed),
+        timed_out,
+        selected,
+        configured,
+    }
+}
+
 /// Sets the `Progressing` condition of one install progression (True `Progressing` until
 /// every configured add-on is done; 0/0 is not done), and when done, `lastAppliedConfig` and
 /// `lastKnownGoodConfig` to the desired configs. Returns whether anything changed.
@@ -880,6 +919,33 @@ mod tests {
         assert!(
             !set_install_progression(&mut p, counts, at(20)),
             "a second identical pass changes nothing"
+        );
+    }
+
+    #[test]
+    fn install_counts_count_settled_add_ons_only_on_placement_configs() {
+        let addon = |state, in_batch, inherits| PlacementAddon {
+            state,
+            in_batch,
+            inherits_placement_configs: inherits,
+        };
+        let addons = [
+            addon(RolloutState::Succeeded, false, true),
+            addon(RolloutState::Succeeded, false, false),
+            addon(RolloutState::Succeeded, true, true),
+            addon(RolloutState::Failed, false, true),
+            addon(RolloutState::ToApply, true, true),
+        ];
+        assert_eq!(
+            install_counts(&addons, 1, 6, 5),
+            InstallCounts {
+                progressing: 2,
+                succeeded: 1,
+                failed: 1,
+                timed_out: 1,
+                selected: 6,
+                configured: 5,
+            }
         );
     }
 }
