@@ -201,4 +201,22 @@ mod tests {
         let expected = expected.replace("\\u{7f}", "\u{7f}");
         assert_eq!(to_string(&value).unwrap(), expected);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn go_floats_read_back_as_the_same_number_in_the_form_go_picks(
+            f in proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO
+        ) {
+            let text = go_float(f);
+            proptest::prop_assert_eq!(text.parse::<f64>().unwrap().to_bits(), f.to_bits(), "{}", text);
+            let abs = f.abs();
+            let exponent_form = abs != 0.0 && !(1e-6..1e21).contains(&abs);
+            proptest::prop_assert_eq!(text.contains('e'), exponent_form, "{}", text);
+            if let Some((_, exp)) = text.split_once('e') {
+                let digits = exp.trim_start_matches(['+', '-']);
+                proptest::prop_assert!(exp.starts_with('+') || exp.starts_with('-'), "{}", text);
+                proptest::prop_assert!(!digits.starts_with('0'), "{}", text);
+            }
+        }
+    }
 }

@@ -955,4 +955,69 @@ mod tests {
     ) {
         assert_eq!(hook_work_completed(&hook_work(available, value)), done);
     }
+
+    /// Name of every object in `plan`'s works, with the work holding it.
+    fn placement_of(plan: &[ManifestWork]) -> Vec<(String, String)> {
+        let mut placed: Vec<(String, String)> = plan
+            .iter()
+            .flat_map(|w| {
+                let work = w.metadata.name.clone().unwrap();
+                w.spec
+                    .workload
+                    .manifests
+                    .iter()
+                    .map(move |m| (m.0["metadata"]["name"].as_str().unwrap().to_owned(), work.clone()))
+            })
+            .collect();
+        placed.sort();
+        placed
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn every_object_lands_once_in_a_work_within_the_limit_and_stays_there(
+            sizes in proptest::collection::vec(1usize..260_000, 1..10),
+            dropped in proptest::collection::vec(proptest::bool::ANY, 10),
+        ) {
+            let objects: Vec<Value> = sizes.iter().enumerate().map(|(i, n)| big(&format!("o{i}"), *n)).collect();
+            let manifests = validated(&objects);
+            let plan = deploy_works(&addon(), &manifests, &[], &[], &[]).unwrap();
+            let placed = placement_of(&plan.apply);
+            proptest::prop_assert_eq!(placed.len(), objects.len());
+            proptest::prop_assert!(placed.windows(2).all(|w| w[0].0 != w[1].0), "an object is in two works");
+            for work in &plan.apply {
+                let total: usize = work.spec.workload.manifests.iter().map(|m| go_json::to_vec(&m.0).unwrap().len()).sum();
+                proptest::prop_assert!(
+                    total < DEPLOY_WORK_MANIFEST_LIMIT || work.spec.workload.manifests.len() == 1,
+                    "{} holds {} bytes", work.metadata.name.clone().unwrap(), total
+                );
+            }
+
+            // Dropping some objects moves none of the others.
+            let kept: Vec<Value> = objects
+                .iter()
+                .zip(&dropped)
+                .filter(|(_, drop)| !**drop)
+                .map(|(o, _)| o.clone())
+                .collect();
+            let replan = deploy_works(&addon(), &validated(&kept), &plan.apply, &[], &[]).unwrap();
+            let before: Vec<(String, String)> = placed
+                .iter()
+                .filter(|(name, _)| kept.iter().any(|o| o["metadata"]["name"] == name.as_str()))
+                .cloned()
+                .collect();
+            if kept.is_empty() {
+                proptest::prop_assert_eq!(replan, DeployPlan::default());
+            } else {
+                proptest::prop_assert_eq!(placement_of(&replan.apply), before);
+                let names: Vec<String> = replan.apply.iter().filter_map(|w| w.metadata.name.clone()).collect();
+                for work in &plan.apply {
+                    let name = work.metadata.name.clone().unwrap();
+                    proptest::prop_assert!(names.contains(&name) != replan.delete.contains(&name));
+                }
+            }
+        }
+    }
 }
