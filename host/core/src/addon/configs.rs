@@ -180,6 +180,15 @@ pub struct ResolvedConfigs {
     pub missing: Vec<AddOnConfig>,
 }
 
+/// A message naming configs that do not exist, for the condition that reports them.
+pub fn missing_configs_message(missing: &[AddOnConfig]) -> String {
+    let names: Vec<String> = missing
+        .iter()
+        .map(|c| config_key(&c.group_resource, &c.referent))
+        .collect();
+    format!("configs not found: {}", names.join(", "))
+}
+
 /// Looks up every desired config with `observe` (None when the object does not exist).
 pub fn resolve(
     desired: &DesiredConfigs,
@@ -650,6 +659,10 @@ mod tests {
         assert_eq!(gone.desired_config.as_ref().unwrap().spec_hash, "");
         assert_eq!(gone.last_observed_generation, 0);
         assert_eq!(resolved.references[1].last_observed_generation, 3);
+        assert_eq!(
+            missing_configs_message(&resolved.missing),
+            "configs not found: configmaps/ns/gone"
+        );
     }
 
     fn reference(t: (&str, &str), name: &str, desired: &str, applied: Option<&str>) -> ConfigReference {

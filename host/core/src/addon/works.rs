@@ -324,6 +324,126 @@ pub fn pre_delete_hook(manifest: &AgentManifest) -> Option<ManifestConfigOption>
         })
 }
 
+/// Which status feedback the add-on's health prober needs from the deploy works.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ProbeFeedback<'a> {
+    /// Lease or no prober: no feedback.
+    None,
+    /// A work prober: feedback rules for the listed objects (OCM `ProbeFields`).
+    Fields(&'a [ManifestConfigOption]),
+    /// WellKnownStatus of every Deployment (group `apps`) in the manifests.
+    DeploymentAvailability,
+    /// WellKnownStatus of every Deployment and DaemonSet (group `apps`) in the manifests.
+    WorkloadAvailability,
+}
+
+/// A WellKnownStatus feedback config for one object.
+pub fn well_known_status_config(
+    group: &str,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> ManifestConfigOption {
+    ManifestConfigOption {
+        resource_identifier: ResourceIdentifier {
+            group: group.into(),
+            resource: resource.into(),
+            name: name.into(),
+            namespace: namespace.into(),
+        },
+        feedback_rules: vec![FeedbackRule {
+            type_: FeedBackType::WellKnownStatus,
+            json_paths: Vec::new(),
+        }],
+        ..Default::default()
+    }
+}
+
+/// The `manifestConfigs` of the deploy works, as addon-framework builds them: the prober's
+/// feedback first, then the add-on's own configs, each merged into an existing entry for the
+/// same object (feedback rules added unless already there — JSONPaths by name — and its update
+/// strategy taking over) or appended.
+pub fn manifest_configs(
+    probe: ProbeFeedback<'_>,
+    manifests: &[AgentManifest],
+    own: &[ManifestConfigOption],
+) -> Vec<ManifestConfigOption> {
+    let apps = |kinds: &[&str]| -> Vec<ManifestConfigOption> {
+        manifests
+            .iter()
+            .filter(|m| m.group() == "apps" && kinds.contains(&m.kind.as_str()))
+            .map(|m| {
+                let resource = if m.kind == "Deployment" {
+                    "deployments"
+                } else {
+                    "daemonsets"
+                };
+                well_known_status_config("apps", resource, &m.namespace, &m.name)
+            })
+            .collect()
+    };
+    let mut configs: Vec<ManifestConfigOption> = match probe {
+        ProbeFeedback::None => Vec::new(),
+        ProbeFeedback::Fields(fields) => fields
+            .iter()
+            .map(|f| ManifestConfigOption {
+                resource_identifier: f.resource_identifier.clone(),
+                feedback_rules: f.feedback_rules.clone(),
+                ..Default::default()
+            })
+            .collect(),
+        ProbeFeedback::DeploymentAvailability => apps(&["Deployment"]),
+        ProbeFeedback::WorkloadAvailability => apps(&["Deployment", "DaemonSet"]),
+    };
+    for config in own {
+        let Some(existing) = configs
+            .iter_mut()
+            .find(|c| c.resource_identifier == config.resource_identifier)
+        else {
+            configs.push(config.clone());
+            continue;
+        };
+        for rule in &config.feedback_rules {
+            merge_feedback_rule(&mut existing.feedback_rules, rule);
+        }
+        if config.update_strategy.is_some() {
+            existing.update_strategy = config.update_strategy.clone();
+        }
+    }
+    configs
+}
+
+/// Adds `rule` to `rules`: a WellKnownStatus rule once, the JSONPaths whose names are new as
+/// one more rule.
+fn merge_feedback_rule(rules: &mut Vec<FeedbackRule>, rule: &FeedbackRule) {
+    match rule.type_ {
+        FeedBackType::WellKnownStatus => {
+            if !rules.iter().any(|r| r.type_ == FeedBackType::WellKnownStatus) {
+                rules.push(rule.clone());
+            }
+        }
+        FeedBackType::JSONPaths => {
+            let known: Vec<&str> = rules
+                .iter()
+                .filter(|r| r.type_ == FeedBackType::JSONPaths)
+                .flat_map(|r| r.json_paths.iter().map(|p| p.name.as_str()))
+                .collect();
+            let new: Vec<_> = rule
+                .json_paths
+                .iter()
+                .filter(|p| !known.contains(&p.name.as_str()))
+                .cloned()
+                .collect();
+            if !new.is_empty() {
+                rules.push(FeedbackRule {
+                    type_: FeedBackType::JSONPaths,
+                    json_paths: new,
+                });
+            }
+        }
+    }
+}
+
 /// The ManagedClusterAddOn that owns an add-on's works.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AddonIdentity {
@@ -974,7 +1094,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
 
         #[test]
         fn every_object_lands_once_in_a_work_within_the_limit_and_stays_there(
@@ -1019,5 +1139,77 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn json_path_rule(names: &[&str]) -> FeedbackRule {
+        FeedbackRule {
+            type_: FeedBackType::JSONPaths,
+            json_paths: names
+                .iter()
+                .map(|n| flotilla_api::work::v1::JsonPath {
+                    name: (*n).into(),
+                    version: String::new(),
+                    path: format!(".status.{n}"),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn probes_ask_for_feedback_on_the_rendered_workloads() {
+        let manifests = validated(&[
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "agent", "namespace": "ns"}}),
+            json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds", "namespace": "ns"}}),
+            object("ConfigMap", "cm"),
+        ]);
+        let ids = |configs: Vec<ManifestConfigOption>| -> Vec<String> {
+            configs
+                .into_iter()
+                .map(|c| {
+                    format!(
+                        "{}/{}/{}",
+                        c.resource_identifier.group,
+                        c.resource_identifier.resource,
+                        c.resource_identifier.name
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            ids(manifest_configs(
+                ProbeFeedback::DeploymentAvailability,
+                &manifests,
+                &[]
+            )),
+            vec!["apps/deployments/agent"]
+        );
+        assert_eq!(
+            ids(manifest_configs(
+                ProbeFeedback::WorkloadAvailability,
+                &manifests,
+                &[]
+            )),
+            vec!["apps/deployments/agent", "apps/daemonsets/ds"]
+        );
+        assert!(manifest_configs(ProbeFeedback::None, &manifests, &[]).is_empty());
+    }
+
+    #[test]
+    fn own_manifest_configs_merge_into_the_probe_feedback() {
+        let mut probe = well_known_status_config("apps", "deployments", "ns", "agent");
+        probe.feedback_rules.push(json_path_rule(&["ready"]));
+        let probes = [probe];
+        let mut own = well_known_status_config("apps", "deployments", "ns", "agent");
+        own.feedback_rules.push(json_path_rule(&["ready", "replicas"]));
+        own.update_strategy = Some(flotilla_api::work::v1::UpdateStrategy::default());
+        let other = well_known_status_config("", "configmaps", "ns", "cm");
+        let merged = manifest_configs(ProbeFeedback::Fields(&probes), &[], &[own, other.clone()]);
+        assert_eq!(merged.len(), 2);
+        let rules = &merged[0].feedback_rules;
+        assert_eq!(rules.len(), 3, "{rules:?}");
+        assert_eq!(rules[2].json_paths.len(), 1);
+        assert_eq!(rules[2].json_paths[0].name, "replicas");
+        assert!(merged[0].update_strategy.is_some());
+        assert_eq!(merged[1], other);
     }
 }
