@@ -121,7 +121,9 @@ pub fn default_configs_v1beta1(spec: &v1beta1::ClusterManagementAddOnSpec) -> Ve
 
 /// The placement whose configs apply to a cluster: the last one (in `placements` order) whose
 /// decisions include it, as later placements override earlier ones. `selects` says whether a
-/// placement's decisions include the cluster.
+/// placement's decisions include the cluster. A cluster no install placement selects (a
+/// Manual add-on, or a user-made one) takes the defaults, and OCM releases its configs at once
+/// (rollout `All`).
 pub fn owning_placement(
     placements: &[PlacementStrategy],
     selects: impl Fn(&PlacementRef) -> bool,

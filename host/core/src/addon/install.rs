@@ -10,7 +10,8 @@
 //! ```
 //!
 //! A placement that does not exist contributes no cluster and is reported so the controller can
-//! say so; OCM skips it the same way.
+//! say so; OCM skips it the same way. When several AddOnPlugins claim one add-on name,
+//! [`addon_drivers`] picks the one that drives it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,6 +20,7 @@ use flotilla_api::addon::consts::{LIFECYCLE_ADDON_MANAGER, LIFECYCLE_ANNOTATION}
 use flotilla_api::addon::v1alpha1::{ManagedClusterAddOn, ManagedClusterAddOnSpec};
 use flotilla_api::addon::v1beta1::{InstallStrategy, InstallStrategyType, PlacementRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
 
 /// API version of the ClusterManagementAddOn owner reference OCM puts on the add-ons it installs.
 pub const OWNER_API_VERSION: &str = "addon.open-cluster-management.io/v1beta1";
@@ -120,6 +122,39 @@ pub fn new_managed_cluster_addon(
         ..Default::default()
     };
     addon
+}
+
+/// An AddOnPlugin's claim on an add-on name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PluginClaim {
+    /// The AddOnPlugin's name.
+    pub plugin: String,
+    /// The add-on it drives (`AddOnPlugin::addon_name`).
+    pub addon: String,
+    /// Its `metadata.creationTimestamp`.
+    pub created: Option<Timestamp>,
+}
+
+/// Which plugin drives each add-on when several claim it: the oldest (then the first by name),
+/// so that a newcomer never takes an add-on away from a working plugin. The others get `Ready`
+/// False `AddOnNameConflict`.
+pub fn addon_drivers(claims: &[PluginClaim]) -> BTreeMap<String, String> {
+    let mut drivers: BTreeMap<String, &PluginClaim> = BTreeMap::new();
+    for claim in claims {
+        let key = |c: &PluginClaim| (c.created.is_none(), c.created, c.plugin.clone());
+        drivers
+            .entry(claim.addon.clone())
+            .and_modify(|current| {
+                if key(claim) < key(current) {
+                    *current = claim;
+                }
+            })
+            .or_insert(claim);
+    }
+    drivers
+        .into_iter()
+        .map(|(addon, c)| (addon, c.plugin.clone()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -235,5 +270,25 @@ mod tests {
         assert!(is_controlled_by(&owners, "uid-9"));
         assert_eq!(owners[0].kind, "ClusterManagementAddOn");
         assert!(addon.spec.configs.is_empty());
+    }
+
+    #[test]
+    fn the_oldest_plugin_drives_a_contested_add_on() {
+        let claim = |plugin: &str, addon: &str, created: Option<i64>| PluginClaim {
+            plugin: plugin.into(),
+            addon: addon.into(),
+            created: created.map(|s| Timestamp::from_second(s).unwrap()),
+        };
+        let drivers = addon_drivers(&[
+            claim("new", "hello", Some(20)),
+            claim("old", "hello", Some(10)),
+            claim("b", "other", Some(5)),
+            claim("a", "other", Some(5)),
+            claim("unknown-age", "other", None),
+            claim("alone", "solo", None),
+        ]);
+        assert_eq!(drivers["hello"], "old");
+        assert_eq!(drivers["other"], "a");
+        assert_eq!(drivers["solo"], "alone");
     }
 }

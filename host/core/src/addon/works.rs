@@ -43,7 +43,8 @@ pub const DEPLOY_WORK_FILL_RATIO: f64 = 0.8;
 pub const DEPLOY_WORK_MANIFEST_LIMIT: usize = (MAX_MANIFESTS_SIZE as f64 * DEPLOY_WORK_FILL_RATIO) as usize;
 
 /// Largest total plugin output accepted for one add-on on one cluster (the JSON of all its
-/// objects): twenty full works. It bounds the hub memory a single plugin call can claim.
+/// objects) when the caller has no tighter bound: twenty full works. Callers normally pass the
+/// plugin's own `limits.maxOutputBytes`, which the plugin host enforces on the raw output too.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 20 * MAX_MANIFESTS_SIZE;
 
 /// API version of the ManagedClusterAddOn owner reference OCM puts on deploy works.
