@@ -378,6 +378,42 @@ pub fn rollout_status(
     }
 }
 
+/// What the configuration step writes on one ManagedClusterAddOn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigurationUpdate {
+    /// New `status.configReferences`, when the rollout released the desired configs.
+    pub references: Option<Vec<ConfigReference>>,
+    /// `Configured` to set, if any.
+    pub configured: Option<NewCondition<'static>>,
+}
+
+/// OCM's configuration step for one add-on: in the rollout batch, its `configReferences`
+/// take the desired configs (see [`super::configs::merge_config_references`]) and
+/// `Configured` turns True; waiting outside the batch (ToApply), `Configured` is False;
+/// Succeeded, it is True; otherwise (Progressing or Failed outside the batch) nothing changes.
+pub fn configuration_update(
+    status: &AddonRolloutStatus,
+    in_batch: bool,
+    current: &[ConfigReference],
+    desired: &[ConfigReference],
+) -> ConfigurationUpdate {
+    if in_batch {
+        return ConfigurationUpdate {
+            references: Some(super::configs::merge_config_references(current, desired)),
+            configured: Some(configured(true)),
+        };
+    }
+    let configured = match status.state {
+        RolloutState::ToApply => Some(configured(false)),
+        RolloutState::Succeeded => Some(configured(true)),
+        RolloutState::Progressing | RolloutState::Failed => None,
+    };
+    ConfigurationUpdate {
+        references: None,
+        configured,
+    }
+}
+
 // === Pre-delete hooks ===
 
 /// What the pre-delete hook step of a reconcile does (OCM's order).
@@ -947,5 +983,27 @@ mod tests {
                 configured: 5,
             }
         );
+    }
+
+    #[rstest]
+    #[case::released(RolloutState::ToApply, true, true, Some("True"))]
+    #[case::waiting(RolloutState::ToApply, false, false, Some("False"))]
+    #[case::done(RolloutState::Succeeded, false, false, Some("True"))]
+    #[case::progressing_untouched(RolloutState::Progressing, false, false, None)]
+    #[case::failed_untouched(RolloutState::Failed, false, false, None)]
+    fn configs_reach_the_add_on_only_when_released(
+        #[case] state: RolloutState,
+        #[case] in_batch: bool,
+        #[case] written: bool,
+        #[case] configured_status: Option<&str>,
+    ) {
+        let status = AddonRolloutStatus { state, since: None };
+        let desired = vec![reference("a", "h2", None)];
+        let update = configuration_update(&status, in_batch, &[reference("a", "h1", Some("h1"))], &desired);
+        assert_eq!(update.references.is_some(), written);
+        if let Some(refs) = update.references {
+            assert_eq!(refs, vec![reference("a", "h2", Some("h1"))]);
+        }
+        assert_eq!(update.configured.map(|c| c.status), configured_status);
     }
 }
