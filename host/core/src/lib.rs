@@ -3,6 +3,7 @@
 
 #![deny(missing_docs)]
 
+pub mod addon;
 pub mod conditions;
 pub mod names;
 pub mod registration;
