@@ -169,7 +169,7 @@ async fn progressive_rollout_over_five_clusters_never_has_more_than_two_in_fligh
             agent::report(&admin, &view.works[&cluster], Report::Progressing).await;
         }
         let window = 2.min(members.len() - view.count(Seen::Done));
-        if in_flight == window && view.count(Seen::Progressing) == window {
+        if window > 0 && in_flight == window && view.count(Seen::Progressing) == window {
             let first = view
                 .works
                 .values()
