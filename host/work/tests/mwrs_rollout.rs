@@ -23,7 +23,7 @@ use flotilla_api::work::consts::manifest_work_replica_set::{
 use flotilla_api::work::v1::ManifestWork;
 use flotilla_api::work::v1alpha1::ManifestWorkReplicaSet;
 use futures::{Stream, StreamExt};
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::watcher::Event;
 use kube::{Api, Client, ResourceExt};
 use mwrs_support::agent::{self, Report};
@@ -40,6 +40,8 @@ enum Seen {
     Progressing,
     Done,
     Failed,
+    /// Older than the template the test is rolling out (see [`View::min_generation`]).
+    Outdated,
 }
 
 fn seen(work: &ManifestWork) -> Seen {
@@ -69,6 +71,8 @@ fn seen(work: &ManifestWork) -> Seen {
 #[derive(Default)]
 struct View {
     works: BTreeMap<String, ManifestWork>,
+    /// Works below this generation carry an older template: neither in flight nor done.
+    min_generation: i64,
 }
 
 impl View {
@@ -89,13 +93,64 @@ impl View {
         }
     }
 
+    fn seen(&self, work: &ManifestWork) -> Seen {
+        if work.metadata.generation.unwrap_or_default() < self.min_generation {
+            Seen::Outdated
+        } else {
+            seen(work)
+        }
+    }
+
     fn count(&self, state: Seen) -> usize {
-        self.works.values().filter(|w| seen(w) == state).count()
+        self.works.values().filter(|w| self.seen(w) == state).count()
     }
 
     fn state(&self, cluster: &str) -> Option<Seen> {
-        self.works.get(cluster).map(seen)
+        self.works.get(cluster).map(|w| self.seen(w))
     }
+
+    fn in_flight(&self) -> usize {
+        self.works.len() - self.count(Seen::Done) - self.count(Seen::Outdated)
+    }
+}
+
+/// Plays the agents of a rollout with at most `limit` clusters in flight until `total` clusters
+/// are done, asserting the limit at every change of every work; returns the most in flight seen.
+/// New works are reported progressing; one cluster is finished at a time, and only once the
+/// window is full, so the controller must fill it to the limit each time.
+async fn roll_within(
+    admin: &Client,
+    events: &mut (impl Stream<Item = Event<ManifestWork>> + Unpin),
+    view: &mut View,
+    total: usize,
+    limit: usize,
+) -> usize {
+    let mut most_in_flight = 0;
+    while view.count(Seen::Done) < total {
+        let event = next(events, view).await;
+        let Some(cluster) = view.apply(event) else {
+            continue;
+        };
+        let in_flight = view.in_flight();
+        assert!(
+            in_flight <= limit,
+            "{in_flight} clusters in flight after a change of {cluster}'s work"
+        );
+        most_in_flight = most_in_flight.max(in_flight);
+        if view.state(&cluster) == Some(Seen::New) {
+            agent::report(admin, &view.works[&cluster], Report::Progressing).await;
+        }
+        let window = limit.min(total - view.count(Seen::Done));
+        if window > 0 && in_flight == window && view.count(Seen::Progressing) == window {
+            let first = view
+                .works
+                .values()
+                .find(|w| view.seen(w) == Seen::Progressing)
+                .unwrap();
+            agent::report(admin, first, Report::Done).await;
+        }
+    }
+    most_in_flight
 }
 
 /// The next event, failing after [`TIMEOUT`] with what was seen so far.
@@ -151,33 +206,7 @@ async fn progressive_rollout_over_five_clusters_never_has_more_than_two_in_fligh
     replica_set(&admin, ns, "rs", "five", strategy, "Background").await;
 
     let mut view = View::default();
-    let mut most_in_flight = 0;
-    while view.count(Seen::Done) < members.len() {
-        let event = next(&mut events, &view).await;
-        let Some(cluster) = view.apply(event) else {
-            continue;
-        };
-        let in_flight = view.works.len() - view.count(Seen::Done);
-        assert!(
-            in_flight <= 2,
-            "{in_flight} clusters in flight after a change of {cluster}'s work"
-        );
-        most_in_flight = most_in_flight.max(in_flight);
-        // The agents: report every new work as progressing; finish one cluster at a time, and
-        // only once the window is full, so the controller must fill it to the limit each time.
-        if view.state(&cluster) == Some(Seen::New) {
-            agent::report(&admin, &view.works[&cluster], Report::Progressing).await;
-        }
-        let window = 2.min(members.len() - view.count(Seen::Done));
-        if window > 0 && in_flight == window && view.count(Seen::Progressing) == window {
-            let first = view
-                .works
-                .values()
-                .find(|w| seen(w) == Seen::Progressing)
-                .unwrap();
-            agent::report(&admin, first, Report::Done).await;
-        }
-    }
+    let most_in_flight = roll_within(&admin, &mut events, &mut view, members.len(), 2).await;
     assert_eq!(most_in_flight, 2, "the rollout used its whole window");
 
     let set = wait_set(&admin, ns, "rs", "rolled out", rolled_out)
@@ -447,4 +476,93 @@ async fn background_deletion_goes_at_once_and_deletes_the_works() {
     for work in &works {
         agent::release(&admin, work).await;
     }
+}
+
+#[tokio::test]
+async fn a_template_change_rolls_out_again_within_max_concurrency() {
+    let admin = hub(CP).await.admin_client().await.unwrap();
+    let (ns, members) = ("update", clusters("up", 4));
+    setup(&admin, ns, &members).await;
+    place(&admin, ns, "four", &[("", &refs(&members))]).await;
+    let mut events = pin!(work_events(&admin, ns, "rs"));
+    let strategy = json!({"type": "Progressive", "progressive": {"maxConcurrency": 2}});
+    replica_set(&admin, ns, "rs", "four", strategy, "Background").await;
+    let mut view = View::default();
+    roll_within(&admin, &mut events, &mut view, members.len(), 2).await;
+
+    let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "rs", "namespace": "default"}, "data": {"k": "v2"}});
+    Api::<ManifestWorkReplicaSet>::namespaced(admin.clone(), ns)
+        .patch(
+            "rs",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"manifestWorkTemplate": {"workload": {"manifests": [manifest]}}}})),
+        )
+        .await
+        .unwrap();
+    // Every work is at generation 1 until the controller updates it to the new template.
+    view.min_generation = 2;
+    let most_in_flight = roll_within(&admin, &mut events, &mut view, members.len(), 2).await;
+    assert_eq!(most_in_flight, 2, "the update used its whole window");
+    for work in view.works.values() {
+        assert_eq!(
+            work.spec.workload.manifests[0].0["data"]["k"],
+            "v2",
+            "{} updated",
+            work.name_any()
+        );
+    }
+    wait_set(&admin, ns, "rs", "rolled out", rolled_out).await;
+}
+
+#[tokio::test]
+async fn a_missing_placement_is_reported_until_it_appears() {
+    let admin = hub(CP).await.admin_client().await.unwrap();
+    let (ns, members) = ("missing", clusters("mi", 1));
+    setup(&admin, ns, &members).await;
+    let mut events = pin!(work_events(&admin, ns, "rs"));
+    replica_set(&admin, ns, "rs", "later", json!({"type": "All"}), "Background").await;
+    wait_set(&admin, ns, "rs", "PlacementDecisionNotFound", |set| {
+        set.and_then(|s| condition(s, CONDITION_PLACEMENT_VERIFIED))
+            == Some(("False".to_owned(), "PlacementDecisionNotFound".to_owned()))
+    })
+    .await;
+    place(&admin, ns, "later", &[("", &refs(&members))]).await;
+    let mut view = View::default();
+    while view.works.is_empty() {
+        let event = next(&mut events, &view).await;
+        view.apply(event);
+    }
+    assert_eq!(view.works.keys().collect::<Vec<_>>(), ["mi-c1"]);
+}
+
+#[tokio::test]
+async fn an_unreadable_strategy_says_which_field_to_fix() {
+    let admin = hub(CP).await.admin_client().await.unwrap();
+    let (ns, members) = ("unreadable", clusters("un", 1));
+    setup(&admin, ns, &members).await;
+    place(&admin, ns, "one", &[("", &refs(&members))]).await;
+    let strategy = json!({"type": "Progressive", "progressive": {"minSuccessTime": "a while"}});
+    replica_set(&admin, ns, "rs", "one", strategy, "Background").await;
+    let set = wait_set(&admin, ns, "rs", "PlacementVerified NotAsExpected", |set| {
+        set.and_then(|s| condition(s, CONDITION_PLACEMENT_VERIFIED))
+            == Some(("False".to_owned(), "NotAsExpected".to_owned()))
+    })
+    .await
+    .unwrap();
+    let verified = set
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == CONDITION_PLACEMENT_VERIFIED);
+    let message = verified.unwrap().message;
+    assert!(
+        message.contains("minSuccessTime \"a while\" is invalid"),
+        "{message}"
+    );
+    assert!(
+        mwrs_support::works(&admin, ns, "rs").await.is_empty(),
+        "nothing rolled out"
+    );
 }
