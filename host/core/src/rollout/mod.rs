@@ -309,6 +309,28 @@ pub fn plan(
     Ok(rollout)
 }
 
+/// The strategy as the add-on manager applies it: a Progressive strategy whose
+/// `maxConcurrency` is unset (`0` or `""`) takes the placement's `clustersPerDecisionGroup`
+/// (OCM's add-on manager does this before planning; the ManifestWorkReplicaSet controller
+/// does not). Other strategies are returned unchanged.
+pub fn with_group_size_as_max_concurrency(
+    strategy: &RolloutStrategy,
+    clusters_per_decision_group: &IntOrString,
+) -> RolloutStrategy {
+    let mut strategy = strategy.clone();
+    if strategy.type_ == Some(RolloutType::Progressive) {
+        let progressive = strategy.progressive.get_or_insert_with(Default::default);
+        let unset = match &progressive.max_concurrency {
+            IntOrString::Int(n) => *n == 0,
+            IntOrString::String(s) => s.is_empty(),
+        };
+        if unset {
+            progressive.max_concurrency = clusters_per_decision_group.clone();
+        }
+    }
+    strategy
+}
+
 /// The clock and the two durations every state decision needs.
 struct Timing {
     now: Timestamp,

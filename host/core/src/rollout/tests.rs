@@ -176,6 +176,29 @@ fn unreadable_settings_are_errors_naming_the_field(#[case] strategy_json: Value,
     assert!(err.to_string().starts_with(field), "{err}");
 }
 
+#[rstest]
+#[case::unset_takes_the_group_size(json!({"type": "Progressive"}), json!("25%"))]
+#[case::zero_takes_the_group_size(json!({"type": "Progressive", "progressive": {"maxConcurrency": 0}}), json!("25%"))]
+#[case::set_is_kept(json!({"type": "Progressive", "progressive": {"maxConcurrency": 3}}), json!(3))]
+fn add_ons_default_max_concurrency_to_the_decision_group_size(#[case] given: Value, #[case] expected: Value) {
+    let group_size = IntOrString::String("25%".into());
+    let strategy = with_group_size_as_max_concurrency(&strategy(given), &group_size);
+    let progressive = strategy.progressive.expect("progressive settings");
+    assert_eq!(
+        serde_json::to_value(progressive.max_concurrency).expect("encodes"),
+        expected
+    );
+}
+
+#[test]
+fn only_progressive_strategies_take_the_group_size() {
+    let all = strategy(json!({"type": "ProgressivePerGroup"}));
+    assert_eq!(
+        with_group_size_as_max_concurrency(&all, &IntOrString::Int(2)),
+        all
+    );
+}
+
 // ---- properties ----
 
 const STATES: [ClusterState; 6] = [ToApply, Progressing, Succeeded, Failed, TimeOut, Skip];
