@@ -241,16 +241,21 @@ fn arb_deadline() -> impl Strategy<Value = &'static str> {
     prop_oneof![Just("None"), Just(""), Just("30s"), Just("2m"), Just("1h")]
 }
 
-fn arb_strategy() -> impl Strategy<Value = RolloutStrategy> {
+/// Strategies of the kinds in `kinds` (0 All, 1 Progressive, 2 ProgressivePerGroup), with up
+/// to `max_mandatory` mandatory group references.
+fn arb_strategy(
+    kinds: std::ops::Range<usize>,
+    max_mandatory: usize,
+) -> impl Strategy<Value = RolloutStrategy> {
     let mandatory = proptest::collection::vec(
         prop_oneof![
             (0i32..4).prop_map(|i| json!({"groupIndex": i})),
             (0i32..4).prop_map(|i| json!({"groupName": format!("g{i}")}))
         ],
-        0..3,
+        0..=max_mandatory,
     );
     (
-        0usize..3,
+        kinds,
         arb_size(),
         arb_size(),
         arb_deadline(),
@@ -287,7 +292,14 @@ fn arb_existing(groups: &ClusterGroups) -> impl Strategy<Value = Vec<ClusterStat
 }
 
 fn arb_case() -> impl Strategy<Value = (RolloutStrategy, ClusterGroups, Vec<ClusterStatus>)> {
-    (arb_strategy(), arb_groups()).prop_flat_map(|(s, g)| {
+    arb_case_of(0..3, 2)
+}
+
+fn arb_case_of(
+    kinds: std::ops::Range<usize>,
+    max_mandatory: usize,
+) -> impl Strategy<Value = (RolloutStrategy, ClusterGroups, Vec<ClusterStatus>)> {
+    (arb_strategy(kinds, max_mandatory), arb_groups()).prop_flat_map(|(s, g)| {
         let existing = arb_existing(&g);
         (Just(s), Just(g), existing)
     })
@@ -320,13 +332,11 @@ proptest! {
 
     #[test]
     fn progressive_never_has_more_in_flight_than_max_concurrency(
-        (strategy, groups, existing) in arb_case(),
-    ) {
-        prop_assume!(strategy.type_ == Some(RolloutType::Progressive));
-        let Ok(plan) = plan(&strategy, &groups, &existing, at(0)) else { return Ok(()) };
         // Mandatory groups run group by group (whatever is in flight stays there); the limit
-        // holds for the clusters after them, shown by the run-to-the-end property below.
-        prop_assume!(mandatory_clusters(&strategy, &groups).is_empty());
+        // holds for the clusters after them, shown by the run-to-the-end properties below.
+        (strategy, groups, existing) in arb_case_of(1..2, 0),
+    ) {
+        let Ok(plan) = plan(&strategy, &groups, &existing, at(0)) else { return Ok(()) };
         let settings = Settings::of(&strategy).expect("typed strategy");
         let total = groups.besides(&[]).clusters().len();
         let limit = settings::size(&settings.max_concurrency, total, total, "maxConcurrency").unwrap_or(total);
@@ -335,9 +345,8 @@ proptest! {
 
     #[test]
     fn nothing_outside_mandatory_groups_starts_while_they_are_pending(
-        (strategy, groups, existing) in arb_case(),
+        (strategy, groups, existing) in arb_case_of(1..3, 2),
     ) {
-        prop_assume!(strategy.type_ != Some(RolloutType::All));
         let Ok(plan) = plan(&strategy, &groups, &existing, at(0)) else { return Ok(()) };
         let mandatory = mandatory_clusters(&strategy, &groups);
         let new_mandatory = plan.to_rollout.iter().any(|s| s.state == ToApply && mandatory.contains(&s.cluster));
@@ -386,6 +395,59 @@ proptest! {
             let in_flight: Vec<String> =
                 states.iter().filter(|(_, s)| **s == Progressing).map(|(c, _)| c.clone()).collect();
             prop_assert!(in_flight.len() <= limit, "{} in flight, limit {}", in_flight.len(), limit);
+            if let Some(done) = (!in_flight.is_empty()).then(|| &in_flight[rng.usize(..in_flight.len())]) {
+                states.insert(done.clone(), Succeeded);
+            }
+        }
+        prop_assert_eq!(states.values().filter(|s| **s == Succeeded).count(), total);
+    }
+
+    /// Drives a whole rollout with mandatory groups (Progressive) or group by group
+    /// (ProgressivePerGroup): no cluster outside the mandatory groups starts before every
+    /// mandatory cluster Succeeded, and with ProgressivePerGroup no group starts before every
+    /// earlier group Succeeded; every cluster ends Succeeded.
+    #[test]
+    fn groups_finish_in_order_before_later_ones_start(
+        groups in arb_groups(),
+        per_group in any::<bool>(),
+        mandatory_index in 0i32..4,
+        seed in any::<u64>(),
+    ) {
+        let mandatory = json!([{"groupIndex": mandatory_index}]);
+        let strategy = strategy(if per_group {
+            json!({"type": "ProgressivePerGroup", "progressivePerGroup": {"mandatoryDecisionGroups": mandatory}})
+        } else {
+            json!({"type": "Progressive", "progressive": {"maxConcurrency": 1, "mandatoryDecisionGroups": mandatory}})
+        });
+        let first: BTreeSet<String> = mandatory_clusters(&strategy, &groups);
+        let group_of: BTreeMap<String, i32> = groups
+            .iter()
+            .flat_map(|(k, cs)| cs.iter().map(move |c| (c.clone(), k.index)))
+            .collect();
+        let total = group_of.len();
+        let mut states: BTreeMap<String, ClusterState> = BTreeMap::new();
+        let mut rng = fastrand::Rng::with_seed(seed);
+        for _ in 0..(4 * total + 4) {
+            let existing: Vec<_> = states.iter().map(|(c, s)| ClusterStatus::new(c.clone(), *s, Some(at(-1)))).collect();
+            let plan = plan(&strategy, &groups, &existing, at(0)).expect("valid");
+            for s in plan.to_rollout.iter().filter(|s| s.state == ToApply) {
+                if !first.contains(&s.cluster) {
+                    let pending: Vec<&String> = first.iter().filter(|c| states.get(*c) != Some(&Succeeded)).collect();
+                    prop_assert!(pending.is_empty(), "{} started before mandatory {:?}", s.cluster, pending);
+                    if per_group {
+                        let index = group_of[&s.cluster];
+                        let earlier: Vec<&String> = group_of
+                            .iter()
+                            .filter(|(c, i)| **i < index && !first.contains(*c) && states.get(*c) != Some(&Succeeded))
+                            .map(|(c, _)| c)
+                            .collect();
+                        prop_assert!(earlier.is_empty(), "{} started before {:?}", s.cluster, earlier);
+                    }
+                }
+                states.insert(s.cluster.clone(), Progressing);
+            }
+            let in_flight: Vec<String> =
+                states.iter().filter(|(_, s)| **s == Progressing).map(|(c, _)| c.clone()).collect();
             if let Some(done) = (!in_flight.is_empty()).then(|| &in_flight[rng.usize(..in_flight.len())]) {
                 states.insert(done.clone(), Succeeded);
             }
