@@ -32,9 +32,11 @@ pub async fn hub(global: &GlobalArgs, _args: &HubArgs) -> anyhow::Result<()> {
     flotilla_registration::admission::install(&client)
         .await
         .context("install admission policies")?;
-    eprintln!("flotilla hub: running registration controllers");
+    eprintln!("flotilla hub: running registration and work controllers");
+    let work = flotilla_work::hub::run(client.clone(), flotilla_work::hub::HubOptions::default());
     tokio::select! {
         result = hub::run(client, hub::HubOptions::default()) => result.context("hub controllers stopped"),
+        () = work => anyhow::bail!("hub work controllers stopped"),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }

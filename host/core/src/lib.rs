@@ -7,5 +7,7 @@ pub mod addon;
 pub mod conditions;
 pub mod names;
 pub mod registration;
+pub mod rollout;
 pub mod selector;
+pub mod work;
 pub mod x509;

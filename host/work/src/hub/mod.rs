@@ -1,0 +1,41 @@
+//! The hub side of ManifestWork: the controllers `flotilla hub` runs for works.
+//!
+//! ```text
+//!  watches                                          controller                writes
+//!  ManifestWorkReplicaSet, its ManifestWorks, ───▶ manifestworkreplicaset ──▶ ManifestWorks per
+//!  PlacementDecisions, Placements                                             chosen cluster, status
+//! ```
+//!
+//! Each controller is a module with `mod.rs` (what it watches) and `reconcile.rs` (one
+//! reconcile); the decisions are pure functions in `flotilla_core::work` and
+//! `flotilla_core::rollout`. [`run`] starts them and runs until the returned future is dropped.
+
+pub mod error;
+mod manifestworkreplicaset;
+
+use std::time::Duration;
+
+use kube::Client;
+
+pub use error::{Error, Result};
+
+/// Settings of the hub work controllers; the defaults are OCM's.
+#[derive(Clone, Debug)]
+pub struct HubOptions {
+    /// Longest wait before a replica set is looked at again without a change (OCM: 30 min).
+    pub resync: Duration,
+}
+
+impl Default for HubOptions {
+    fn default() -> Self {
+        Self {
+            resync: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// Runs every hub work controller concurrently until the future is dropped.
+pub async fn run(client: Client, options: HubOptions) {
+    tracing::info!("hub work controllers starting");
+    manifestworkreplicaset::run(client, options).await;
+}
