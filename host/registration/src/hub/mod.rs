@@ -30,14 +30,10 @@ pub mod rbac;
 mod taint;
 mod write;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::{
-    Api, Client, Resource,
-    runtime::{Controller, controller},
-};
-use serde::de::DeserializeOwned;
+use kube::{Api, Client};
 
 pub use error::{Error, Result};
 pub use rbac::hub_cluster_roles;
@@ -97,19 +93,4 @@ pub(super) struct Context {
     pub(super) client: Client,
     /// Resync interval and requeue delays.
     pub(super) options: HubOptions,
-}
-
-/// Runs one hub controller with the shared run loop of [`flotilla_kube::controller`].
-async fn run_controller<K, C, F, Fut>(
-    name: &'static str,
-    controller: Controller<K>,
-    reconcile: F,
-    context: Arc<C>,
-) where
-    K: Clone + Resource<DynamicType = ()> + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    C: Send + Sync + 'static,
-    F: FnMut(Arc<K>, Arc<C>) -> Fut,
-    Fut: Future<Output = Result<controller::Action>> + Send + 'static,
-{
-    flotilla_kube::controller::run(name, controller, reconcile, context).await;
 }

@@ -45,7 +45,7 @@ pub(super) async fn run(client: Client, options: HubOptions) {
     )
     .watches(Api::<RoleBinding>::all(client.clone()), labelled, cluster_of);
     let context = Arc::new(Context { client, options });
-    super::run_controller("accept", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("accept", controller, reconcile::reconcile, context).await;
 }
 
 /// The cluster an RBAC object belongs to, from its cluster-name label (the hub-wide roles

@@ -69,7 +69,7 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         clusters_ready,
     });
     futures::join!(
-        super::run_controller("clusterset", controller, reconcile::reconcile, context),
+        flotilla_kube::controller::run("clusterset", controller, reconcile::reconcile, context),
         keep_hub_sets(client, interval),
     );
 }

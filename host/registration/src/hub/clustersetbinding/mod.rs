@@ -40,5 +40,5 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         },
     );
     let context = Arc::new(Context { client, options });
-    super::run_controller("clustersetbinding", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("clustersetbinding", controller, reconcile::reconcile, context).await;
 }

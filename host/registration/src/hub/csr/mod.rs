@@ -31,5 +31,5 @@ pub(super) async fn run(client: Client, options: HubOptions) {
     let csrs = Api::<CertificateSigningRequest>::all(client.clone());
     let controller = Controller::new(csrs, watcher::Config::default().labels(CLUSTER_NAME_LABEL));
     let context = Arc::new(Context { client, options });
-    super::run_controller("csr", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("csr", controller, reconcile::reconcile, context).await;
 }

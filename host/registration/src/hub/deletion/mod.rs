@@ -28,5 +28,5 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         watcher::Config::default(),
     );
     let context = Arc::new(Context { client, options });
-    super::run_controller("deletion", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("deletion", controller, reconcile::reconcile, context).await;
 }

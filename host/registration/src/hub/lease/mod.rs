@@ -39,7 +39,7 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         cluster_of_namespace,
     );
     let context = Arc::new(Context { client, options });
-    super::run_controller("lease", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("lease", controller, reconcile::reconcile, context).await;
 }
 
 /// The cluster whose namespace holds `object`.

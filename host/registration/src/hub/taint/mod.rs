@@ -30,5 +30,5 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         watcher::Config::default(),
     );
     let context = Arc::new(Context { client, options });
-    super::run_controller("taint", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("taint", controller, reconcile::reconcile, context).await;
 }
