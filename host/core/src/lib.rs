@@ -4,7 +4,9 @@
 #![deny(missing_docs)]
 
 pub mod conditions;
+pub mod cosign;
 pub mod names;
+pub mod plugin_faults;
 pub mod registration;
 pub mod selector;
 pub mod x509;

@@ -5,7 +5,8 @@
 //! 2. skip the fetch when the serving revision already has the pinned digest and limits;
 //! 3. fetch → load beside the serving revision → swap (all inside [`crate::PluginSlot::install`],
 //!    which never replaces the serving revision with a bad one);
-//! 4. compute the status from the outcome and the serving revision ([`super::status`], pure);
+//! 4. compute the status from the outcome, the serving revision and its runtime faults
+//!    ([`super::status`], pure);
 //! 5. patch status once if it changed; requeue (backoff on failure, resync on success).
 
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
-use super::status::{Outcome, desired_status};
+use super::status::{Outcome, apply_faults, desired_status};
 use super::{Context, FINALIZER, ReconcileError};
 use crate::{Digest, Limits};
 
@@ -43,7 +44,14 @@ pub async fn reconcile(plugin: Arc<AddOnPlugin>, ctx: Arc<Context>) -> Result<Ac
         _ => ctx.registry.get(&addon),
     };
     let now = k8s_openapi::jiff::Timestamp::now();
-    let status = desired_status(&plugin, &outcome, serving.as_deref(), now);
+    let mut status = desired_status(&plugin, &outcome, serving.as_deref(), now);
+    apply_faults(
+        &mut status,
+        serving.as_deref().map(crate::Plugin::faults).as_ref(),
+        ctx.registry.runtime().fault_policy().window.as_secs(),
+        plugin.metadata.generation,
+        now,
+    );
     flotilla_kube::status::patch_if_changed(&api, &plugin, plugin.status.as_ref(), &status).await?;
 
     let action = if outcome.failed() {
@@ -130,13 +138,20 @@ async fn attempt(plugin: &AddOnPlugin, ctx: &Context, addon: &str) -> Outcome {
     };
     let limits = limits_of(plugin);
     let slot = ctx.registry.slot(addon);
-    if let (Some(expected), Some(current)) = (expected, slot.current())
+    // A required signature is checked on every attempt (it may have been added to the spec, or
+    // the key changed), so only unsigned pinned plugins skip the fetch.
+    if plugin.spec.verification.is_none()
+        && let (Some(expected), Some(current)) = (expected, slot.current())
         && current.digest() == expected
         && *current.limits() == limits
     {
         return Outcome::Serving(current);
     }
-    let fetched = match ctx.fetcher.fetch(&plugin.spec.source, expected).await {
+    let fetched = match ctx
+        .fetcher
+        .fetch(&plugin.spec.source, plugin.spec.verification.as_ref(), expected)
+        .await
+    {
         Ok(f) => f,
         Err(e) => {
             tracing::warn!(plugin = %plugin.name_any(), addon, error = %e, "cannot fetch plugin");
