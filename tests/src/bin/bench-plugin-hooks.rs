@@ -7,7 +7,7 @@
 //! overshoots its limit (call end − limit) with each interruption mechanism alone. Asserts
 //! nothing.
 //!
-//! `cargo run --release -p flotilla-tests --bin bench-plugin-hooks -- [WARM_CALLS]`
+//! `cargo run --release -p flotilla-tests --bin bench-plugin-hooks -- [WARM_CALLS | faults]`
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -274,6 +274,10 @@ async fn fault_overshoot(runs: usize) -> anyhow::Result<()> {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
+    // `faults`: only the faulting-call figures.
+    if std::env::args().nth(1).as_deref() == Some("faults") {
+        return fault_overshoot(20).await;
+    }
     let warm_calls: usize = std::env::args()
         .nth(1)
         .map(|n| n.parse())

@@ -35,7 +35,7 @@ mod status;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -126,6 +126,10 @@ pub(crate) struct State {
     pub(crate) owners: HashMap<String, String>,
     /// `AddOnPlugin` name → consecutive failed attempts (for backoff).
     pub(crate) failures: HashMap<String, u32>,
+    /// `AddOnPlugin` name → the generation and time of its last successful fetch.
+    pub(crate) fetched: HashMap<String, (Option<i64>, std::time::Instant)>,
+    /// `AddOnPlugin`s whose source ConfigMap changed since their last fetch.
+    pub(crate) stale: HashSet<String>,
 }
 
 impl Context {
@@ -142,6 +146,26 @@ impl Context {
 
     pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether `plugin` was fetched successfully for `generation` within the resync period and
+    /// its source has not changed since.
+    pub(crate) fn fetched_recently(&self, plugin: &str, generation: Option<i64>) -> bool {
+        let state = self.state();
+        !state.stale.contains(plugin)
+            && state
+                .fetched
+                .get(plugin)
+                .is_some_and(|(g, at)| *g == generation && at.elapsed() < self.config.resync)
+    }
+
+    /// Notes a successful fetch of `plugin` for `generation`.
+    pub(crate) fn record_fetch(&self, plugin: &str, generation: Option<i64>) {
+        let mut state = self.state();
+        state.stale.remove(plugin);
+        state
+            .fetched
+            .insert(plugin.to_owned(), (generation, std::time::Instant::now()));
     }
 
     /// The delay before retrying `plugin` after its `n`-th consecutive failure.
@@ -166,6 +190,9 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, config: Controll
     let api: Api<AddOnPlugin> = Api::all(client.clone());
     let controller = Controller::new(api, watcher::Config::default());
     let plugins = controller.store();
+    let fault_events = registry.runtime().subscribe_faults();
+    let context = Arc::new(Context::new(client.clone(), registry, config));
+    let marks = Arc::clone(&context);
     let source_changes = watcher(
         Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
         watcher::Config::default(),
@@ -173,21 +200,29 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, config: Controll
     .default_backoff()
     .touched_objects()
     .filter_map(move |changed| {
-        let is_source = changed.is_ok_and(|config_map| {
-            let (namespace, name) = (config_map.namespace().unwrap_or_default(), config_map.name_any());
-            plugins.state().iter().any(|plugin| {
-                plugin
-                    .spec
-                    .source
-                    .config_map
-                    .as_ref()
-                    .is_some_and(|source| source.namespace == namespace && source.name == name)
-            })
-        });
+        let readers: Vec<String> = match changed {
+            Ok(config_map) => {
+                let (namespace, name) = (config_map.namespace().unwrap_or_default(), config_map.name_any());
+                plugins
+                    .state()
+                    .iter()
+                    .filter(|plugin| {
+                        plugin
+                            .spec
+                            .source
+                            .config_map
+                            .as_ref()
+                            .is_some_and(|source| source.namespace == namespace && source.name == name)
+                    })
+                    .map(|plugin| plugin.name_any())
+                    .collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        let is_source = !readers.is_empty();
+        marks.state().stale.extend(readers);
         std::future::ready(is_source.then_some(()))
     });
-    let fault_events = registry.runtime().subscribe_faults();
-    let context = Arc::new(Context::new(client, registry, config));
     let faults = report_faults(Arc::clone(&context), fault_events);
     let controller = controller
         .reconcile_all_on(source_changes)

@@ -2,7 +2,8 @@
 //! drop the finalizer), make sure of the finalizer, then
 //!
 //! 1. claim the add-on name (or report the conflict);
-//! 2. skip the fetch when the serving revision already has the pinned digest and limits;
+//! 2. skip the fetch when the serving revision already has the pinned digest and limits, or was
+//!    fetched for this generation within the resync period and its source has not changed;
 //! 3. fetch → load beside the serving revision → swap (all inside [`crate::PluginSlot::install`],
 //!    which never replaces the serving revision with a bad one);
 //! 4. compute the status from the outcome, the serving revision and its runtime faults
@@ -100,6 +101,8 @@ fn claim(ctx: &Context, plugin: &str, addon: &str) -> Result<(), String> {
 fn unload(ctx: &Context, plugin: &str) {
     let mut state = ctx.state();
     state.failures.remove(plugin);
+    state.fetched.remove(plugin);
+    state.stale.remove(plugin);
     let addons: Vec<String> = state
         .owners
         .iter()
@@ -138,6 +141,16 @@ async fn attempt(plugin: &AddOnPlugin, ctx: &Context, addon: &str) -> Outcome {
     };
     let limits = limits_of(plugin);
     let slot = ctx.registry.slot(addon);
+    let name = plugin.name_any();
+    // Unchanged spec, source not changed since, fetched within the resync period: the serving
+    // revision stands. (Status writes, fault reports included, wake this reconcile too; they
+    // must not re-pull the component.)
+    if let Some(current) = slot.current()
+        && *current.limits() == limits
+        && ctx.fetched_recently(&name, plugin.metadata.generation)
+    {
+        return Outcome::Serving(current);
+    }
     // A required signature is checked on every attempt (it may have been added to the spec, or
     // the key changed), so only unsigned pinned plugins skip the fetch.
     if plugin.spec.verification.is_none()
@@ -164,7 +177,10 @@ async fn attempt(plugin: &AddOnPlugin, ctx: &Context, addon: &str) -> Outcome {
         .install(ctx.registry.runtime(), fetched.bytes, Some(digest), limits)
         .await
     {
-        Ok(p) => Outcome::Serving(p),
+        Ok(p) => {
+            ctx.record_fetch(&name, plugin.metadata.generation);
+            Outcome::Serving(p)
+        }
         Err(error) => Outcome::Refused { digest, error },
     }
 }
