@@ -11,7 +11,7 @@
 //! | `Fetched` | `Fetched`, `InvalidSource`, `ConfigMapNotFound`, `ConfigMapKeyNotFound`, `InvalidEncoding`, `TooLarge`, `InvalidReference`, `PullSecretNotFound`, `InvalidPullSecret`, `RegistryUnreachable`, `RegistryUnauthorized`, `ManifestNotFound`, `NotAWasmArtifact`, `ManifestTooLarge`, `ConfigTooLarge`, `LayerTooLarge`, `LayerMissing`, `LayerDigestMismatch`, `OCIPullFailed`, `InvalidDigest`, `DigestMismatch`, `KubeAPIError` |
 //! | `Validated` | `Validated`, `FetchFailed`, `NotAComponent`, `NotWasm`, `MissingHooks`, `UnsupportedWitVersion`, `ForbiddenImport`, `WorldMismatch`, `CompileFailed`, `DescribeFailed`, `InvalidOptions`, `InvalidLimits`, `TooLarge`, `SignatureMissing`, `SignatureInvalid`, `HostError` |
 //! | `Ready` | `Ready`, `NotFetched`, `NotValidated`, `AddOnNameConflict` |
-//! | `Degraded` | `AsExpected`, `RevisionRejected`, `PluginFaulting` |
+//! | `Degraded` | `AsExpected`, `RevisionRejected`, `PluginFaulting`, and for runtime faults of the serving revision `<Hook><Kind>` (`ManifestsTimeout`, `ApproveCsrTrap`, `ProbeHealthStackOverflow`, `HubPermissionsMemory`, `ManifestsOutputTooLarge`, `ManifestsLogFlood`, ...; see [`flotilla_core::plugin_faults::fault_reason`]) |
 
 /// Reasons of `Fetched`.
 pub mod fetched {
