@@ -144,6 +144,11 @@ pub struct PushArgs {
     pub file: PathBuf,
     /// Where to push: registry/repository:tag.
     pub reference: String,
+    /// Also sign the pushed manifest with this PEM private key (ECDSA P-256, PKCS#8 or SEC1)
+    /// and push the signature in cosign's layout (tag `sha256-<hex>.sig`), for AddOnPlugins
+    /// whose `spec.verification.publicKey` is the matching public key.
+    #[arg(long, value_name = "KEY")]
+    pub sign: Option<PathBuf>,
     #[command(flatten)]
     pub registry: RegistryArgs,
 }
@@ -385,6 +390,7 @@ async fn inspect(args: InspectArgs) -> anyhow::Result<()> {
             &auth,
             args.registry.insecure,
             flotilla_wasm::fetch::DEFAULT_MAX_BYTES,
+            None,
         )
         .await
         .with_context(|| format!("pull {}", args.target))?;
@@ -449,6 +455,12 @@ fn print_inspection(out: &Inspected) -> anyhow::Result<()> {
 
 async fn push(args: PushArgs) -> anyhow::Result<()> {
     let bytes = read(&args.file)?;
+    // Read the key first: a bad key path fails before anything is uploaded.
+    let key = args
+        .sign
+        .as_deref()
+        .map(|path| std::fs::read_to_string(path).with_context(|| format!("read {}", path.display())))
+        .transpose()?;
     let registry = oci::registry_of(&args.reference)?;
     let auth = registry_auth(&args.registry, &registry)?;
     let pushed = tokio::time::timeout(
@@ -466,5 +478,17 @@ async fn push(args: PushArgs) -> anyhow::Result<()> {
     println!("pushed {} ({} bytes)", pushed.reference, pushed.size);
     println!("manifest: {repository}@{}", pushed.manifest_digest);
     println!("digest:   {}   (spec.digest of the AddOnPlugin)", pushed.digest);
+    if let Some(key) = key {
+        let signature = oci::push_signature(
+            &args.reference,
+            &pushed.manifest_digest,
+            &key,
+            &auth,
+            args.registry.insecure,
+        )
+        .await
+        .with_context(|| format!("sign {}", args.reference))?;
+        println!("signed:   {signature}");
+    }
     Ok(())
 }

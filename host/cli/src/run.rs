@@ -1,13 +1,114 @@
 //! `flotilla hub` and `flotilla klusterlet`: the long-running components, in the foreground.
+//!
+//! `flotilla hub` runs the registration controllers and the plugin host side by side: the
+//! `AddOnPlugin` controller (fetch, validate, swap, report) over one plugin runtime whose
+//! engine-wide settings are the `--plugin-*` flags. A failure of either stops the process.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use flotilla_registration::{agent, hub, names};
+use flotilla_wasm::controller::ControllerConfig;
+use flotilla_wasm::{AllocatorChoice, FaultPolicy, PluginRegistry, Runtime, RuntimeConfig};
 
 use crate::{cli::GlobalArgs, kube::client};
 
+/// How the plugin engine allocates instances.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PluginAllocator {
+    /// Pooling when the address space allows, else on-demand.
+    Auto,
+    /// Pooling only (fails to start if the pool cannot be reserved).
+    Pooling,
+    /// On-demand only.
+    OnDemand,
+}
+
 #[derive(Debug, Args)]
-pub struct HubArgs {}
+pub struct HubArgs {
+    /// Do not run the plugin host (the `AddOnPlugin` controller).
+    #[arg(long)]
+    pub no_plugin_host: bool,
+    /// Directory of compiled plugin artifacts (default: <flotilla cache>/plugin-artifacts).
+    #[arg(long)]
+    pub plugin_cache_dir: Option<PathBuf>,
+    /// Compile every plugin at start instead of reading cached artifacts.
+    #[arg(long)]
+    pub no_plugin_cache: bool,
+    /// How the plugin engine allocates instances.
+    #[arg(long, value_enum, default_value_t = PluginAllocator::Auto)]
+    pub plugin_allocator: PluginAllocator,
+    /// Plugin calls alive at once across all plugins; further calls wait for a slot.
+    #[arg(long, default_value_t = 64)]
+    pub plugin_max_concurrent_calls: u32,
+    /// Largest `spec.limits.memoryMiB` an AddOnPlugin may ask for.
+    #[arg(long, default_value_t = 1024)]
+    pub plugin_max_memory_mib: u64,
+    /// Largest component accepted from a source, in MiB (after decompression).
+    #[arg(long, default_value_t = 32)]
+    pub plugin_max_component_mib: usize,
+    /// Epoch tick in milliseconds: how often a running plugin checks its deadline and yields.
+    #[arg(long, default_value_t = 10)]
+    pub plugin_epoch_tick_ms: u64,
+    /// Seconds between re-reads of a healthy plugin whose source is not pinned by digest.
+    #[arg(long, default_value_t = 300)]
+    pub plugin_resync_seconds: u64,
+    /// Consecutive runtime faults after which a plugin revision is quarantined.
+    #[arg(long, default_value_t = FaultPolicy::DEFAULT_THRESHOLD)]
+    pub plugin_quarantine_after: u32,
+    /// First quarantine, in seconds; doubles with each quarantine of the same revision.
+    #[arg(long, default_value_t = FaultPolicy::DEFAULT_QUARANTINE.as_secs())]
+    pub plugin_quarantine_seconds: u64,
+    /// Longest quarantine, in seconds.
+    #[arg(long, default_value_t = FaultPolicy::DEFAULT_QUARANTINE_MAX.as_secs())]
+    pub plugin_quarantine_max_seconds: u64,
+    /// Window, in seconds, over which runtime faults are counted in `AddOnPlugin` status.
+    #[arg(long, default_value_t = FaultPolicy::DEFAULT_WINDOW.as_secs())]
+    pub plugin_fault_window_seconds: u64,
+}
+
+impl HubArgs {
+    /// The plugin runtime's settings from the flags.
+    fn runtime_config(&self) -> RuntimeConfig {
+        let cache_dir = (!self.no_plugin_cache).then(|| {
+            self.plugin_cache_dir
+                .clone()
+                .unwrap_or_else(|| flotilla_testing::binary::cache_dir().join("plugin-artifacts"))
+        });
+        RuntimeConfig {
+            allocator: match self.plugin_allocator {
+                PluginAllocator::Auto => AllocatorChoice::Auto,
+                PluginAllocator::Pooling => AllocatorChoice::Pooling,
+                PluginAllocator::OnDemand => AllocatorChoice::OnDemand,
+            },
+            max_concurrent_calls: self.plugin_max_concurrent_calls,
+            max_memory_bytes: self.plugin_max_memory_mib.saturating_mul(1 << 20),
+            max_component_bytes: self.plugin_max_component_mib.saturating_mul(1 << 20),
+            epoch_tick: Duration::from_millis(self.plugin_epoch_tick_ms.max(1)),
+            cache_dir,
+            faults: FaultPolicy {
+                threshold: self.plugin_quarantine_after.max(1),
+                quarantine: Duration::from_secs(self.plugin_quarantine_seconds.max(1)),
+                quarantine_max: Duration::from_secs(self.plugin_quarantine_max_seconds.max(1)),
+                window: Duration::from_secs(self.plugin_fault_window_seconds.max(1)),
+                ..FaultPolicy::default()
+            },
+            ..RuntimeConfig::default()
+        }
+    }
+
+    /// The `AddOnPlugin` controller's settings from the flags.
+    fn controller_config(&self) -> ControllerConfig {
+        ControllerConfig {
+            max_fetch_bytes: self.plugin_max_component_mib.saturating_mul(1 << 20),
+            resync: Duration::from_secs(self.plugin_resync_seconds.max(1)),
+            ..ControllerConfig::default()
+        }
+    }
+}
 
 #[derive(Debug, Args)]
 pub struct KlusterletArgs {
@@ -27,16 +128,37 @@ pub struct KlusterletArgs {
 }
 
 /// Runs the hub's controllers against the hub of `--kubeconfig` until interrupted.
-pub async fn hub(global: &GlobalArgs, _args: &HubArgs) -> anyhow::Result<()> {
+pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
     let (client, _) = client(global).await.context("connect to the hub")?;
     flotilla_registration::admission::install(&client)
         .await
         .context("install admission policies")?;
-    eprintln!("flotilla hub: running registration and work controllers");
+    let plugin_host = if args.no_plugin_host {
+        eprintln!("flotilla hub: running registration and work controllers (plugin host disabled)");
+        None
+    } else {
+        let runtime = Runtime::new(args.runtime_config()).context("start the plugin runtime")?;
+        eprintln!(
+            "flotilla hub: running registration and work controllers and the plugin host ({:?} allocator)",
+            runtime.allocator()
+        );
+        Some(Arc::new(PluginRegistry::new(runtime)))
+    };
+    let plugins = {
+        let client = client.clone();
+        let config = args.controller_config();
+        async move {
+            match plugin_host {
+                Some(registry) => flotilla_wasm::controller::run(client, registry, config).await,
+                None => std::future::pending().await,
+            }
+        }
+    };
     let work = flotilla_work::hub::run(client.clone(), flotilla_work::hub::HubOptions::default());
     tokio::select! {
         result = hub::run(client, hub::HubOptions::default()) => result.context("hub controllers stopped"),
         () = work => anyhow::bail!("hub work controllers stopped"),
+        () = plugins => anyhow::bail!("the AddOnPlugin controller stopped"),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }

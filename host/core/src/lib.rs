@@ -5,7 +5,9 @@
 
 pub mod addon;
 pub mod conditions;
+pub mod cosign;
 pub mod names;
+pub mod plugin_faults;
 pub mod registration;
 pub mod rollout;
 pub mod selector;

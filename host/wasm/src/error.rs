@@ -12,6 +12,9 @@ use crate::types::PluginError;
 /// `Result` with this crate's [`Error`] as the default error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The trap code of a wasm stack overflow in [`Error::Trap`].
+pub(crate) const STACK_OVERFLOW: &str = "stack overflow";
+
 /// Why loading or calling a plugin failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -66,12 +69,28 @@ pub enum Error {
     },
 
     /// The hook did not finish within the plugin's time limit (epoch deadline or wall clock).
-    #[error("{hook} timed out after {timeout:?}")]
+    #[error("{hook} timed out after {timeout:?} ({by})")]
     CallTimeout {
         /// The hook.
         hook: Hook,
         /// The limit that was reached.
         timeout: Duration,
+        /// Which mechanism ended the call.
+        by: TimeoutBy,
+    },
+
+    /// The revision is quarantined after repeated faults: the call was not made and the hook's
+    /// fail-safe result applies.
+    #[error(
+        "{hook} not called: the plugin is quarantined until {until} after repeated faults (last: {last})"
+    )]
+    Quarantined {
+        /// The hook.
+        hook: Hook,
+        /// End of the quarantine (RFC 3339).
+        until: String,
+        /// The last fault, for people.
+        last: String,
     },
 
     /// The guest tried to grow its memory (or tables) past the plugin's limit.
@@ -142,6 +161,24 @@ pub enum Error {
         /// What the task reported.
         reason: String,
     },
+}
+
+/// Which mechanism ended a call that ran out of time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimeoutBy {
+    /// The epoch deadline interrupted guest code (CPU work in wasm).
+    EpochDeadline,
+    /// The wall-clock backstop ended the call (time parked in host calls, or epochs off).
+    WallClock,
+}
+
+impl std::fmt::Display for TimeoutBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TimeoutBy::EpochDeadline => "epoch deadline",
+            TimeoutBy::WallClock => "wall-clock backstop",
+        })
+    }
 }
 
 /// Why a component was refused before it ever served a call.
@@ -225,6 +262,12 @@ pub enum Fault {
     Memory,
     /// The guest trapped.
     Trap,
+    /// The guest overflowed its wasm stack (a trap of its own kind: unbounded recursion).
+    StackOverflow,
+    /// The guest wrote more log lines or output than a call may (the call still answered).
+    LogFlood,
+    /// The call was not made: the revision is quarantined after repeated faults.
+    Quarantined,
     /// Output caps exceeded.
     OutputTooLarge,
     /// Output malformed.
@@ -248,6 +291,9 @@ impl Fault {
             Fault::Timeout => "timeout",
             Fault::Memory => "memory",
             Fault::Trap => "trap",
+            Fault::StackOverflow => "stack_overflow",
+            Fault::LogFlood => "log_flood",
+            Fault::Quarantined => "quarantined",
             Fault::OutputTooLarge => "output_too_large",
             Fault::InvalidOutput => "invalid_output",
             Fault::Validation => "validation",
@@ -271,7 +317,9 @@ impl Error {
         match self {
             Error::CallTimeout { .. } => Fault::Timeout,
             Error::MemoryExceeded { .. } => Fault::Memory,
+            Error::Trap { code, .. } if code == STACK_OVERFLOW => Fault::StackOverflow,
             Error::Trap { .. } => Fault::Trap,
+            Error::Quarantined { .. } => Fault::Quarantined,
             Error::OutputTooLarge { .. } => Fault::OutputTooLarge,
             Error::InvalidOutput { .. } => Fault::InvalidOutput,
             Error::Validate(_) | Error::DigestMismatch { .. } => Fault::Validation,
@@ -439,6 +487,49 @@ pub enum FetchError {
         reason: String,
     },
 
+    /// `spec.verification` asks for a signature and the artifact has none (or the source cannot
+    /// carry one).
+    #[error("{reference} is not signed: {message}")]
+    SignatureMissing {
+        /// The reference (or source) checked.
+        reference: String,
+        /// What was looked for.
+        message: String,
+    },
+
+    /// The artifact's signatures do not verify with the public key of `spec.verification`.
+    #[error("signature of {reference} does not verify: {reason}")]
+    SignatureInvalid {
+        /// The reference checked.
+        reference: String,
+        /// Why each signature failed.
+        reason: String,
+    },
+
+    /// The manifest is larger than the host reads (by `Content-Length` or by the bytes streamed).
+    #[error("manifest of {reference} is too large: {actual}, limit {limit} bytes")]
+    ManifestTooLarge {
+        /// The reference.
+        reference: String,
+        /// What was seen: the response's length, or `more than <n>` bytes streamed.
+        actual: String,
+        /// The cap.
+        limit: usize,
+    },
+
+    /// The artifact's config blob is larger than the host reads.
+    #[error("config {digest} of {reference} is too large: {actual}, limit {limit} bytes")]
+    ConfigTooLarge {
+        /// The reference.
+        reference: String,
+        /// The config digest.
+        digest: String,
+        /// What was seen: the manifest's size, the response's length, or the bytes streamed.
+        actual: String,
+        /// The cap.
+        limit: usize,
+    },
+
     /// The layer is larger than the host accepts.
     #[error("layer {digest} is too large: {actual}, limit {limit} bytes")]
     LayerTooLarge {
@@ -491,6 +582,15 @@ pub enum FetchError {
 }
 
 impl FetchError {
+    /// Whether the bytes were refused for their signature (`Validated` False) rather than not
+    /// fetched (`Fetched` False).
+    pub fn is_verification(&self) -> bool {
+        matches!(
+            self,
+            FetchError::SignatureMissing { .. } | FetchError::SignatureInvalid { .. }
+        )
+    }
+
     /// The `Fetched` condition reason (see [`crate::reasons::fetched`]).
     pub fn reason(&self) -> &'static str {
         use crate::reasons::fetched as r;
@@ -510,6 +610,10 @@ impl FetchError {
             FetchError::ManifestNotFound { .. } => r::MANIFEST_NOT_FOUND,
             FetchError::NotAWasmArtifact { .. } => r::NOT_A_WASM_ARTIFACT,
             FetchError::LayerTooLarge { .. } => r::LAYER_TOO_LARGE,
+            FetchError::ManifestTooLarge { .. } => r::MANIFEST_TOO_LARGE,
+            FetchError::SignatureMissing { .. } => crate::reasons::validated::SIGNATURE_MISSING,
+            FetchError::SignatureInvalid { .. } => crate::reasons::validated::SIGNATURE_INVALID,
+            FetchError::ConfigTooLarge { .. } => r::CONFIG_TOO_LARGE,
             FetchError::LayerMissing { .. } => r::LAYER_MISSING,
             FetchError::LayerDigestMismatch { .. } => r::LAYER_DIGEST_MISMATCH,
             FetchError::DigestMismatch { .. } => r::DIGEST_MISMATCH,

@@ -20,7 +20,11 @@
 //! tokio every tick, plus a wall-clock timeout), memory (per-store limits), output (bytes and
 //! count), logs (per-call budget), and capabilities (WASI is linked so standard-library guests
 //! link, but with no directories, environment, arguments or network). A fault affects only the
-//! call that caused it; see [`Plugin`] for what each hook returns on a fault.
+//! call that caused it; see [`Plugin`] for what each hook returns on a fault. Each revision
+//! keeps a fault record ([`Plugin::faults`]): runtime faults per hook and kind over a recent
+//! window, which the controller writes into `AddOnPlugin` status, and a quarantine after
+//! [`FaultPolicy::threshold`] faults in a row, with backoff, during which calls answer their
+//! fail-safe result without running the guest.
 //!
 //! Start with [`Runtime::new`], then [`PluginRegistry::install`] and
 //! [`PluginRegistry::get`]; on a hub, [`controller::run`] does the installing from `AddOnPlugin`
@@ -48,12 +52,13 @@ mod state;
 pub mod validate;
 
 pub use digest::{Digest, ParseDigestError};
-pub use error::{Error, Fault, FetchError, Result, ValidationError};
+pub use error::{Error, Fault, FetchError, Result, TimeoutBy, ValidationError};
+pub use flotilla_core::plugin_faults::{FaultCount, FaultPolicy, FaultSummary};
 pub use limits::Limits;
 pub use metrics::{CacheResult, Metrics};
 pub use plugin::{Hook, Plugin};
 pub use registry::{PluginRegistry, PluginSlot};
-pub use runtime::{AllocatorChoice, AllocatorKind, Runtime, RuntimeConfig};
+pub use runtime::{AllocatorChoice, AllocatorKind, Interruption, Runtime, RuntimeConfig};
 
 /// The records of the contract (`flotilla:addon/types@0.1.0`), as generated from the WIT.
 ///

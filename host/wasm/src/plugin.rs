@@ -13,20 +13,23 @@
 //! | `approve-csr` | [`Plugin::approve_csr`] denies, the reason names the fault |
 //! | `probe-health` | [`Plugin::probe_health`] says `unknown`, never `available` |
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use flotilla_core::plugin_faults::{Admission, CallOutcome, FaultBook, FaultSummary};
 
 use serde_json::Value;
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::bindings::{AddonPlugin, AddonPluginPre};
+use crate::error::{STACK_OVERFLOW, TimeoutBy};
 use crate::runtime::RuntimeInner;
-use crate::state::{CallState, forward_output, truncate};
+use crate::state::{CAPTURE_BYTES, CallState, forward_output, truncate};
 use crate::types::{
     Addon, AddonOptions, Cluster, Csr, CsrDecision, FeedbackField, HealthResult, HealthStatus, ResolvedConfig,
 };
 use crate::validate::{check_hub_permissions, check_output_size, parse_objects};
-use crate::{Digest, Error, Limits, Result};
+use crate::{Digest, Error, Fault, Limits, Result};
 
 /// The exports of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,6 +78,8 @@ pub(crate) struct Caller {
     pub(crate) addon: String,
     pub(crate) digest: Digest,
     pub(crate) limits: Limits,
+    /// This revision's runtime faults and quarantine (a new revision starts clean).
+    pub(crate) faults: Mutex<FaultBook>,
     /// Keeps the compiled component shared with other revisions of the same digest.
     pub(crate) _compiled: Arc<crate::runtime::CompiledCell>,
 }
@@ -95,6 +100,21 @@ impl Caller {
     ) -> Result<T> {
         let rt = &self.runtime;
         let started = Instant::now();
+        let admission = self.book().admit(SystemTime::now());
+        if let Admission::Refuse { until } = admission {
+            let last = self
+                .book()
+                .summary(&rt.config.faults, SystemTime::now())
+                .last
+                .map_or_else(String::new, |f| format!("{} {}: {}", f.hook, f.kind, f.message));
+            let error = Error::Quarantined {
+                hook,
+                until: rfc3339(until),
+                last,
+            };
+            rt.metrics.count_fault(&self.addon, hook, error.fault());
+            return Err(error);
+        }
         // One permit per pool slot: under load calls queue here instead of failing to instantiate.
         let _permit = rt.permits.acquire().await.map_err(|e| Error::Task {
             reason: e.to_string(),
@@ -103,21 +123,26 @@ impl Caller {
         let mut store = Store::new(&rt.engine, CallState::new(&self.addon, hook, &self.limits));
         store.limiter(|state| &mut state.limiter);
         let deadline = Instant::now() + self.limits.timeout;
+        let interruption = rt.config.interruption;
         // Every tick the guest checks in: past the deadline it is interrupted; before it, it yields
         // to tokio so a busy guest never holds a worker thread for more than one tick.
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut cx| {
-            if Instant::now() >= deadline {
+            if interruption.epoch_deadline && Instant::now() >= deadline {
                 cx.data_mut().timed_out = true;
                 Ok(UpdateDeadline::Interrupt)
-            } else {
+            } else if interruption.yield_every_tick {
                 Ok(UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now())))
+            } else {
+                Ok(UpdateDeadline::Continue(1))
             }
         });
 
         // Wall-clock backstop for time parked in host calls (epochs only tick inside wasm). The
         // grace lets the epoch deadline fire first when the guest is computing.
-        let grace = (self.limits.timeout / 10).max(Duration::from_millis(50));
+        let grace = interruption
+            .wall_clock_grace
+            .unwrap_or_else(|| (self.limits.timeout / 10).max(Duration::from_millis(50)));
         let outcome = tokio::time::timeout(self.limits.timeout + grace, async {
             let t = Instant::now();
             let instance = self
@@ -139,15 +164,18 @@ impl Caller {
             &state.stderr.contents(),
         );
         rt.metrics.count_log_dropped(&self.addon, state.log.dropped);
+        let flood = log_flood(state);
         let result = match outcome {
             Err(_elapsed) => Err(Error::CallTimeout {
                 hook,
                 timeout: self.limits.timeout,
+                by: TimeoutBy::WallClock,
             }),
             Ok(Err(failure)) => Err(self.classify(hook, failure, state)),
             Ok(Ok(answer)) => check(answer),
         };
         drop(store);
+        self.record(hook, &result, flood);
 
         rt.metrics
             .observe_call(&self.addon, hook, started.elapsed().as_secs_f64());
@@ -158,12 +186,59 @@ impl Caller {
         result
     }
 
+    fn book(&self) -> std::sync::MutexGuard<'_, FaultBook> {
+        self.faults.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records how a call ended in this revision's fault book, and tells the controller when
+    /// the summary changed. `describe` runs at load, before the revision serves: its faults
+    /// refuse the revision instead.
+    fn record<T>(&self, hook: Hook, result: &Result<T>, flood: Option<String>) {
+        if hook == Hook::Describe {
+            return;
+        }
+        let outcome = match result {
+            Err(e) => match e.fault() {
+                // The plugin answered with its own error: it ran fine.
+                Fault::PluginError => CallOutcome::Answered,
+                // Not the plugin's doing (host trouble) or not a call at all.
+                Fault::Host | Fault::Quarantined => return,
+                kind => CallOutcome::Failed {
+                    hook: hook.as_str(),
+                    kind: kind.as_str(),
+                    message: truncate(&e.to_string(), TRAP_MESSAGE_MAX).to_owned(),
+                },
+            },
+            Ok(_) => match flood {
+                Some(message) => {
+                    self.runtime
+                        .metrics
+                        .count_fault(&self.addon, hook, Fault::LogFlood);
+                    CallOutcome::AnsweredWithFault {
+                        hook: hook.as_str(),
+                        kind: Fault::LogFlood.as_str(),
+                        message,
+                    }
+                }
+                None => CallOutcome::Answered,
+            },
+        };
+        let changed = self
+            .book()
+            .record(&self.runtime.config.faults, SystemTime::now(), outcome);
+        if changed {
+            // No subscriber (no controller) is fine.
+            let _ = self.runtime.fault_events.send(self.addon.clone());
+        }
+    }
+
     /// Names the fault: the store's own records first (they are certain), then the trap code.
     fn classify(&self, hook: Hook, failure: Failure, state: &CallState) -> Error {
         if state.timed_out {
             return Error::CallTimeout {
                 hook,
                 timeout: self.limits.timeout,
+                by: TimeoutBy::EpochDeadline,
             };
         }
         if state.limiter.exceeded {
@@ -181,10 +256,11 @@ impl Caller {
             Some(wasmtime::Trap::Interrupt) => Error::CallTimeout {
                 hook,
                 timeout: self.limits.timeout,
+                by: TimeoutBy::EpochDeadline,
             },
             Some(wasmtime::Trap::StackOverflow) => Error::Trap {
                 hook,
-                code: "stack overflow".to_owned(),
+                code: STACK_OVERFLOW.to_owned(),
                 message,
             },
             Some(trap) => Error::Trap {
@@ -200,6 +276,29 @@ impl Caller {
             },
         }
     }
+}
+
+/// A description of the output the call could not deliver, if it flooded its log budget or
+/// filled a captured stream.
+fn log_flood(state: &CallState) -> Option<String> {
+    let mut parts = Vec::new();
+    if state.log.dropped > 0 {
+        parts.push(format!(
+            "{} log lines dropped over the per-call budget",
+            state.log.dropped
+        ));
+    }
+    for (name, pipe) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+        if pipe.contents().len() >= CAPTURE_BYTES {
+            parts.push(format!("{name} filled its {CAPTURE_BYTES}-byte capture"));
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// `t` as RFC 3339 (UTC), for messages.
+pub(crate) fn rfc3339(t: SystemTime) -> String {
+    k8s_openapi::jiff::Timestamp::try_from(t).map_or_else(|_| format!("{t:?}"), |ts| ts.to_string())
 }
 
 /// A one-paragraph description of a trap for people: the root cause, then the tail of what the
@@ -266,6 +365,14 @@ impl Plugin {
     /// The limits every call runs under.
     pub fn limits(&self) -> &Limits {
         &self.caller.limits
+    }
+
+    /// This revision's runtime faults now: counts over the policy's window, the last fault, and
+    /// the quarantine in force.
+    pub fn faults(&self) -> FaultSummary {
+        self.caller
+            .book()
+            .summary(&self.caller.runtime.config.faults, SystemTime::now())
     }
 
     /// The validated `describe` answer, taken at load.

@@ -8,10 +8,10 @@
 //!
 //! | condition | reasons |
 //! |---|---|
-//! | `Fetched` | `Fetched`, `InvalidSource`, `ConfigMapNotFound`, `ConfigMapKeyNotFound`, `InvalidEncoding`, `TooLarge`, `InvalidReference`, `PullSecretNotFound`, `InvalidPullSecret`, `RegistryUnreachable`, `RegistryUnauthorized`, `ManifestNotFound`, `NotAWasmArtifact`, `LayerTooLarge`, `LayerMissing`, `LayerDigestMismatch`, `OCIPullFailed`, `InvalidDigest`, `DigestMismatch`, `KubeAPIError` |
-//! | `Validated` | `Validated`, `FetchFailed`, `NotAComponent`, `NotWasm`, `MissingHooks`, `UnsupportedWitVersion`, `ForbiddenImport`, `WorldMismatch`, `CompileFailed`, `DescribeFailed`, `InvalidOptions`, `InvalidLimits`, `TooLarge`, `HostError` |
+//! | `Fetched` | `Fetched`, `InvalidSource`, `ConfigMapNotFound`, `ConfigMapKeyNotFound`, `InvalidEncoding`, `TooLarge`, `InvalidReference`, `PullSecretNotFound`, `InvalidPullSecret`, `RegistryUnreachable`, `RegistryUnauthorized`, `ManifestNotFound`, `NotAWasmArtifact`, `ManifestTooLarge`, `ConfigTooLarge`, `LayerTooLarge`, `LayerMissing`, `LayerDigestMismatch`, `OCIPullFailed`, `InvalidDigest`, `DigestMismatch`, `KubeAPIError` |
+//! | `Validated` | `Validated`, `FetchFailed`, `NotAComponent`, `NotWasm`, `MissingHooks`, `UnsupportedWitVersion`, `ForbiddenImport`, `WorldMismatch`, `CompileFailed`, `DescribeFailed`, `InvalidOptions`, `InvalidLimits`, `TooLarge`, `SignatureMissing`, `SignatureInvalid`, `HostError` |
 //! | `Ready` | `Ready`, `NotFetched`, `NotValidated`, `AddOnNameConflict` |
-//! | `Degraded` | `AsExpected`, `RevisionRejected`, `PluginFaulting` |
+//! | `Degraded` | `AsExpected`, `RevisionRejected`, `PluginFaulting`, and for runtime faults of the serving revision `<Hook><Kind>` (`ManifestsTimeout`, `ApproveCsrTrap`, `ProbeHealthStackOverflow`, `HubPermissionsMemory`, `ManifestsOutputTooLarge`, `ManifestsLogFlood`, ...; see [`flotilla_core::plugin_faults::fault_reason`]) |
 
 /// Reasons of `Fetched`.
 pub mod fetched {
@@ -35,6 +35,10 @@ pub mod fetched {
     /// False: the layer is larger than the host accepts (by the manifest, the response, or the
     /// bytes actually streamed).
     pub const LAYER_TOO_LARGE: &str = "LayerTooLarge";
+    /// False: the manifest is larger than the host reads (a Wasm artifact's is under 1 KiB).
+    pub const MANIFEST_TOO_LARGE: &str = "ManifestTooLarge";
+    /// False: the artifact's config blob is larger than the host reads.
+    pub const CONFIG_TOO_LARGE: &str = "ConfigTooLarge";
     /// False: the manifest names a layer blob the registry does not have.
     pub const LAYER_MISSING: &str = "LayerMissing";
     /// False: the layer's bytes do not hash to the digest the manifest names (tampered blob).
@@ -61,6 +65,10 @@ pub mod validated {
     pub const INVALID_LIMITS: &str = "InvalidLimits";
     /// False: the component is larger than the host's component size cap.
     pub const TOO_LARGE: &str = "TooLarge";
+    /// False: `spec.verification` asks for a signature and the artifact carries none.
+    pub const SIGNATURE_MISSING: &str = "SignatureMissing";
+    /// False: the artifact's signatures do not verify with `spec.verification.publicKey`.
+    pub const SIGNATURE_INVALID: &str = "SignatureInvalid";
     /// False: the host failed for a reason of its own (not the plugin's); see the message.
     pub const HOST_ERROR: &str = "HostError";
 }

@@ -23,9 +23,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use prometheus_client::registry::Registry;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, broadcast};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use flotilla_core::plugin_faults::FaultBook;
 
 use crate::bindings::{AddonPlugin, AddonPluginPre};
 use crate::cache::ArtifactCache;
@@ -33,7 +35,11 @@ use crate::metrics::Metrics;
 use crate::plugin::Caller;
 use crate::state::CallState;
 use crate::validate::{check_component_type, check_header, check_options};
-use crate::{Digest, Error, Hook, Limits, Plugin, Result, ValidationError};
+use crate::{Digest, Error, FaultPolicy, Hook, Limits, Plugin, Result, ValidationError};
+
+/// Fault events buffered per subscriber; a subscriber that falls further behind is told it
+/// lagged and rereads every plugin.
+const FAULT_EVENTS: usize = 1024;
 
 /// How the engine allocates instances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -72,6 +78,35 @@ pub struct RuntimeConfig {
     pub epoch_tick: Duration,
     /// Compiled-artifact cache directory; `None` disables the cache.
     pub cache_dir: Option<PathBuf>,
+    /// How runtime faults are counted and when a revision is quarantined.
+    pub faults: FaultPolicy,
+    /// How running calls are stopped. Only tests change this.
+    pub interruption: Interruption,
+}
+
+/// The mechanisms that stop a call, each of which is enough on its own (the host runs all of
+/// them; tests switch them off one at a time to show that).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interruption {
+    /// Interrupt guest code once the call's timeout has passed, checked at every epoch tick.
+    pub epoch_deadline: bool,
+    /// Yield to tokio at every epoch tick, so a busy guest holds a worker thread for at most
+    /// one tick. Without it a computing guest starves every other task on its worker, the
+    /// wall-clock backstop's timer included.
+    pub yield_every_tick: bool,
+    /// How long after the call's timeout the wall-clock backstop ends it. `None`: a tenth of the
+    /// timeout, at least 50 ms, so the epoch deadline fires first for a computing guest.
+    pub wall_clock_grace: Option<Duration>,
+}
+
+impl Default for Interruption {
+    fn default() -> Self {
+        Self {
+            epoch_deadline: true,
+            yield_every_tick: true,
+            wall_clock_grace: None,
+        }
+    }
 }
 
 impl Default for RuntimeConfig {
@@ -83,6 +118,8 @@ impl Default for RuntimeConfig {
             max_component_bytes: 32 << 20,
             epoch_tick: Duration::from_millis(10),
             cache_dir: None,
+            faults: FaultPolicy::default(),
+            interruption: Interruption::default(),
         }
     }
 }
@@ -112,6 +149,9 @@ pub(crate) struct RuntimeInner {
     pub(crate) metrics: Metrics,
     pub(crate) permits: Semaphore,
     pub(crate) config: RuntimeConfig,
+    /// Add-on names whose serving revision's fault summary changed (see
+    /// [`Runtime::subscribe_faults`]).
+    pub(crate) fault_events: broadcast::Sender<String>,
     registry: Registry,
     cache: Option<ArtifactCache>,
     /// Compiled components by digest, alive while some loaded plugin holds them.
@@ -164,6 +204,7 @@ impl Runtime {
                 metrics,
                 permits: Semaphore::new(config.max_concurrent_calls as usize),
                 config,
+                fault_events: broadcast::channel(FAULT_EVENTS).0,
                 registry,
                 cache,
                 compiled: Mutex::new(HashMap::new()),
@@ -180,6 +221,18 @@ impl Runtime {
     /// The metric families (to register into another registry, or read in tests).
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// Add-on names, sent whenever the fault summary of a revision changes (a runtime fault, a
+    /// quarantine, the first answered call after faults). The `AddOnPlugin` controller writes
+    /// status from these.
+    pub fn subscribe_faults(&self) -> broadcast::Receiver<String> {
+        self.inner.fault_events.subscribe()
+    }
+
+    /// The fault policy revisions are judged by.
+    pub fn fault_policy(&self) -> &FaultPolicy {
+        &self.inner.config.faults
     }
 
     /// The metrics in Prometheus/OpenMetrics text exposition format.
@@ -276,6 +329,7 @@ impl Runtime {
             addon: addon.to_owned(),
             digest,
             limits,
+            faults: Mutex::new(FaultBook::default()),
             _compiled: compiled,
         };
         let options = caller

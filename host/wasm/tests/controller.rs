@@ -6,6 +6,11 @@
 //! One controller runs for the whole test binary, on its own thread and runtime (tests each get
 //! a runtime of their own); each test uses its own names.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly at the first unexpected error"
+)]
+
 mod common;
 
 use std::collections::BTreeMap;
@@ -14,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use common::{addon, cluster, component_from_wit, contract_wit, ends_within, runtime};
+use common::{addon, agent_csr, cluster, component_from_wit, contract_wit, ends_within, runtime};
 use flotilla_api::plugins::v1alpha1::{
     AddOnPlugin, AddOnPluginSpec, AddOnPluginStatus, ConfigMapSource, OciSource, PluginSource,
     SecretReference,
@@ -24,7 +29,8 @@ use flotilla_testing::registry::Registry;
 use flotilla_testing::{ControlPlane, wait};
 use flotilla_wasm::controller::{self, ControllerConfig};
 use flotilla_wasm::fetch::oci::{self, RegistryAuth};
-use flotilla_wasm::{Digest, PluginRegistry};
+use flotilla_wasm::types::{CsrDecision, HealthStatus};
+use flotilla_wasm::{Digest, Error, Fault, FaultPolicy, Hook, PluginRegistry, Runtime, RuntimeConfig};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -55,7 +61,7 @@ async fn env() -> &'static Env {
                 serde_json::from_value(json!({"metadata": {"name": NS}})).expect("test environment");
             let _ = namespaces.create(&PostParams::default(), &ns).await;
 
-            let registry = Arc::new(PluginRegistry::new(runtime()));
+            let registry = Arc::new(PluginRegistry::new(controller_runtime()));
             let for_controller = Arc::clone(&registry);
             let kubeconfig = std::fs::read_to_string(cp.admin_kubeconfig()).expect("test environment");
             std::thread::Builder::new()
@@ -77,6 +83,7 @@ async fn env() -> &'static Env {
                             resync: Duration::from_secs(600),
                             backoff_min: Duration::from_millis(200),
                             backoff_max: Duration::from_secs(2),
+                            fault_debounce: Duration::from_millis(200),
                         };
                         controller::run(client, for_controller, config).await;
                     });
@@ -86,6 +93,29 @@ async fn env() -> &'static Env {
         })
         .await;
     ENV.get().expect("environment started")
+}
+
+/// The fault policy of the controller's runtime: quarantine after three faults in a row, for
+/// a few seconds, so both the quarantine and its end show within a test.
+fn fault_policy() -> FaultPolicy {
+    FaultPolicy {
+        threshold: 3,
+        quarantine: Duration::from_secs(5),
+        quarantine_max: Duration::from_secs(10),
+        window: Duration::from_secs(600),
+        ..FaultPolicy::default()
+    }
+}
+
+/// A runtime of its own for the controller (the shared one keeps the default fault policy).
+fn controller_runtime() -> Runtime {
+    let cache_dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("flotilla-wasm-artifacts");
+    Runtime::new(RuntimeConfig {
+        cache_dir: Some(cache_dir),
+        faults: fault_policy(),
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime builds")
 }
 
 async fn client() -> Client {
@@ -143,15 +173,20 @@ fn oci_source(reference: &str, pull_secret: Option<&str>) -> PluginSource {
 }
 
 async fn apply_plugin(name: &str, source: PluginSource, digest: Option<Digest>) {
-    let api: Api<AddOnPlugin> = Api::all(client().await);
-    let plugin = AddOnPlugin::new(
+    apply_spec(
         name,
         AddOnPluginSpec {
             source,
             digest: digest.map(|d| d.to_string()),
             ..AddOnPluginSpec::default()
         },
-    );
+    )
+    .await;
+}
+
+async fn apply_spec(name: &str, spec: AddOnPluginSpec) {
+    let api: Api<AddOnPlugin> = Api::all(client().await);
+    let plugin = AddOnPlugin::new(name, spec);
     api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&plugin))
         .await
         .expect("test environment");
@@ -597,4 +632,326 @@ async fn deleting_an_add_on_plugin_unloads_it_and_a_second_plugin_for_the_same_a
     // The second plugin takes the add-on over once the first is gone.
     await_condition("second", "Ready", "True", "Ready").await;
     assert_eq!(env.registry.require("owner").unwrap().digest(), Digest::of(&wasm));
+}
+
+/// Waits until `name`'s status satisfies `check` for the current generation.
+async fn await_status(
+    name: &str,
+    what: &str,
+    check: impl Fn(&AddOnPluginStatus) -> bool,
+) -> AddOnPluginStatus {
+    let api: Api<AddOnPlugin> = Api::all(client().await);
+    let check = &check;
+    wait::until(
+        &format!("AddOnPlugin {name}: {what}"),
+        Duration::from_secs(120),
+        || {
+            let api = api.clone();
+            async move {
+                let p = api.get(name).await?;
+                let st = p.status.clone().unwrap_or_default();
+                if st.observed_generation == p.metadata.generation && check(&st) {
+                    Ok::<_, anyhow_like::Error>(Some(st))
+                } else {
+                    Err(anyhow_like::Error(format!("{st:?}")))
+                }
+            }
+        },
+    )
+    .await
+    .expect("test environment")
+}
+
+fn degraded_by(status: &AddOnPluginStatus, reason: &str) -> bool {
+    status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Degraded" && c.status == "True" && c.reason == reason)
+}
+
+/// Calls `manifests` until the revision is quarantined; returns the faults seen before.
+async fn call_until_quarantined(registry: &PluginRegistry, name: &str) -> Vec<Fault> {
+    let (c, a) = (cluster("cluster1"), addon(name));
+    let plugin = registry.require(name).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..fault_policy().threshold {
+        let err = ends_within(Duration::from_secs(60), plugin.manifests(&c, &a, &[]))
+            .await
+            .unwrap_err();
+        seen.push(err.fault());
+    }
+    seen
+}
+
+/// Every hostile plugin through the controller: faults reach `Degraded` with a reason naming
+/// hook and kind, counts and the last message reach `status.faults`; three faults in a row
+/// quarantine the revision (every hook answers its fail-safe result at once, the condition says
+/// until when); the end of the backoff lets calls through again; a new revision lifts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_faults_of_every_hostile_plugin_reach_status_and_quarantine_the_revision() {
+    let env = env().await;
+    let limits = flotilla_api::plugins::v1alpha1::PluginLimits {
+        timeout_millis: 300,
+        memory_mib: 32,
+        ..Default::default()
+    };
+    let cases: [(&str, &str, Fault, &str); 5] = [
+        (
+            "faults-loop",
+            plugins::HOSTILE_LOOP,
+            Fault::Timeout,
+            "ManifestsTimeout",
+        ),
+        (
+            "faults-memory",
+            plugins::HOSTILE_MEMORY,
+            Fault::Memory,
+            "ManifestsMemory",
+        ),
+        ("faults-trap", plugins::HOSTILE_TRAP, Fault::Trap, "ManifestsTrap"),
+        (
+            "faults-stack",
+            plugins::HOSTILE_STACK,
+            Fault::StackOverflow,
+            "ManifestsStackOverflow",
+        ),
+        (
+            "faults-output",
+            plugins::HOSTILE_OUTPUT,
+            Fault::OutputTooLarge,
+            "ManifestsOutputTooLarge",
+        ),
+    ];
+    for (name, path, _, _) in cases.iter().copied().chain([(
+        "faults-log-flood",
+        plugins::HOSTILE_LOG_FLOOD,
+        Fault::LogFlood,
+        "",
+    )]) {
+        put_config_map(name, bytes(path)).await;
+        apply_spec(
+            name,
+            AddOnPluginSpec {
+                source: cm_source(name),
+                limits: limits.clone(),
+                ..AddOnPluginSpec::default()
+            },
+        )
+        .await;
+    }
+    let (c, csr) = (cluster("cluster1"), agent_csr("cluster1", "faults"));
+    for (name, _, fault, reason) in cases {
+        await_condition(name, "Ready", "True", "Ready").await;
+        assert_eq!(
+            call_until_quarantined(&env.registry, name).await,
+            vec![fault; 3],
+            "{name}"
+        );
+        let status = await_status(name, &format!("Degraded {reason} and quarantined"), |s| {
+            degraded_by(s, reason) && s.faults.as_ref().is_some_and(|f| f.quarantined_until.is_some())
+        })
+        .await;
+        let degraded = condition(&status, "Degraded");
+        assert!(
+            degraded.message.contains("quarantined until"),
+            "{name}: {}",
+            degraded.message
+        );
+        assert!(
+            degraded.message.contains("last fault: manifests"),
+            "{name}: {}",
+            degraded.message
+        );
+        let faults = status.faults.clone().unwrap();
+        assert_eq!(faults.counts.len(), 1, "{name}: {faults:?}");
+        assert_eq!(faults.counts[0].hook, "manifests");
+        assert_eq!(faults.counts[0].kind, fault.as_str());
+        assert_eq!(faults.counts[0].count, 3);
+        assert_eq!(faults.last.as_ref().unwrap().kind, fault.as_str());
+        assert_eq!(condition(&status, "Ready").status, "True", "{name}: still loaded");
+
+        // Quarantined: every hook answers its fail-safe result without running the guest.
+        let plugin = env.registry.require(name).unwrap();
+        let a = addon(name);
+        let err = plugin.manifests(&c, &a, &[]).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Quarantined {
+                    hook: Hook::Manifests,
+                    ..
+                }
+            ),
+            "{name}: {err}"
+        );
+        let CsrDecision::Deny(why) = plugin.approve_csr(&c, &a, &csr).await else {
+            panic!("{name}: a quarantined plugin approved a CSR");
+        };
+        assert!(why.contains("quarantined"), "{name}: {why}");
+        let health = plugin.probe_health(&c, &a, &[]).await;
+        assert_eq!(health.status, HealthStatus::Unknown, "{name}");
+        let err = plugin.hub_permissions(&c, &a).await.unwrap_err();
+        assert_eq!(err.fault(), Fault::Quarantined, "{name}: {err}");
+    }
+
+    // The log flood answers every time: counted and reported, never quarantined.
+    await_condition("faults-log-flood", "Ready", "True", "Ready").await;
+    let flood = env.registry.require("faults-log-flood").unwrap();
+    for _ in 0..4 {
+        flood
+            .manifests(&c, &addon("faults-log-flood"), &[])
+            .await
+            .unwrap();
+    }
+    let status = await_status("faults-log-flood", "Degraded ManifestsLogFlood", |s| {
+        degraded_by(s, "ManifestsLogFlood") && s.faults.as_ref().is_some_and(|f| f.counts[0].count == 4)
+    })
+    .await;
+    assert!(status.faults.as_ref().unwrap().quarantined_until.is_none());
+    assert!(
+        condition(&status, "Degraded")
+            .message
+            .contains("log lines dropped")
+    );
+
+    // The end of the backoff: the status drops the quarantine and calls run again.
+    let status = await_status("faults-trap", "quarantine over", |s| {
+        s.faults.as_ref().is_some_and(|f| f.quarantined_until.is_none())
+    })
+    .await;
+    assert!(
+        degraded_by(&status, "ManifestsTrap"),
+        "faults stay counted in the window"
+    );
+    let trap = env.registry.require("faults-trap").unwrap();
+    let answered = trap
+        .manifests(&cluster("answers"), &addon("faults-trap"), &[])
+        .await
+        .unwrap();
+    assert_eq!(answered[0]["metadata"]["name"], "answered");
+
+    // A new revision lifts a quarantine at once and starts with a clean record. (The first
+    // quarantine may be over by now; a call on probation that faults starts the next.)
+    let looping = env.registry.require("faults-loop").unwrap();
+    let err = looping
+        .manifests(&c, &addon("faults-loop"), &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.fault(), Fault::Timeout | Fault::Quarantined),
+        "{err}"
+    );
+    let status = await_status("faults-loop", "quarantined", |s| {
+        s.faults.as_ref().is_some_and(|f| f.quarantined_until.is_some())
+    })
+    .await;
+    assert!(status.faults.is_some());
+    put_config_map("faults-loop", bytes(plugins::HELLOWORLD)).await;
+    let status = await_status("faults-loop", "new revision, no faults", |s| {
+        s.digest == Some(Digest::of(&bytes(plugins::HELLOWORLD)).to_string())
+            && s.faults.is_none()
+            && s.conditions
+                .iter()
+                .any(|c| c.type_ == "Degraded" && c.status == "False")
+    })
+    .await;
+    assert_eq!(condition(&status, "Ready").status, "True");
+    let objects = env
+        .registry
+        .require("faults-loop")
+        .unwrap()
+        .manifests(&c, &addon("faults-loop"), &[])
+        .await
+        .unwrap();
+    assert!(!objects.is_empty());
+}
+
+/// A fixed ECDSA P-256 key pair (PKCS#8 private, SPKI public), as `cosign generate-key-pair`
+/// would hand an admin, without random numbers in the test.
+fn key_pair(seed: u8) -> (String, String) {
+    use p256::pkcs8::{EncodePrivateKey as _, EncodePublicKey as _, LineEnding};
+    let secret = p256::SecretKey::from_slice(&[seed; 32]).expect("test environment");
+    let private = secret
+        .to_pkcs8_pem(LineEnding::LF)
+        .expect("test environment")
+        .to_string();
+    let public = secret
+        .public_key()
+        .to_public_key_pem(LineEnding::LF)
+        .expect("test environment");
+    (private, public)
+}
+
+fn verified(reference: &str, public_key: &str) -> AddOnPluginSpec {
+    AddOnPluginSpec {
+        source: oci_source(reference, None),
+        verification: Some(flotilla_api::plugins::v1alpha1::PluginVerification {
+            public_key: public_key.to_owned(),
+        }),
+        ..AddOnPluginSpec::default()
+    }
+}
+
+/// `spec.verification` against the real registry: a signature by the key loads, a signature by
+/// another key, no signature at all, and a ConfigMap source are refused with `Validated` False.
+#[tokio::test]
+async fn a_plugin_that_must_be_signed_loads_only_with_a_signature_by_the_key() {
+    let env = env().await;
+    let registry = Registry::start().await.unwrap();
+    let anonymous = RegistryAuth::Anonymous;
+    let (private, public) = key_pair(11);
+    let (_, stranger) = key_pair(12);
+
+    let signed = registry.reference("plugins/signed", "v1");
+    let pushed = oci::push(&bytes(plugins::HELLOWORLD), &signed, &anonymous, true)
+        .await
+        .unwrap();
+    let signature = oci::push_signature(&signed, &pushed.manifest_digest, &private, &anonymous, true)
+        .await
+        .unwrap();
+    assert!(signature.ends_with(".sig"), "{signature}");
+    let unsigned = registry.reference("plugins/unsigned", "v1");
+    oci::push(&bytes(plugins::HELLOWORLD), &unsigned, &anonymous, true)
+        .await
+        .unwrap();
+
+    apply_spec("signed-ok", verified(&signed, &public)).await;
+    let status = await_condition("signed-ok", "Ready", "True", "Ready").await;
+    assert_eq!(status.digest, Some(pushed.digest.to_string()));
+    assert!(env.registry.require("signed-ok").is_ok());
+
+    apply_spec("signed-by-stranger", verified(&signed, &stranger)).await;
+    let status = await_condition("signed-by-stranger", "Validated", "False", "SignatureInvalid").await;
+    assert!(
+        condition(&status, "Validated")
+            .message
+            .contains("does not verify"),
+        "{status:?}"
+    );
+    assert_eq!(condition(&status, "Ready").reason, "NotValidated");
+    assert!(env.registry.get("signed-by-stranger").is_none());
+
+    apply_spec("not-signed", verified(&unsigned, &public)).await;
+    let status = await_condition("not-signed", "Validated", "False", "SignatureMissing").await;
+    assert!(
+        condition(&status, "Validated").message.contains("sha256-"),
+        "names the tag it looked for: {status:?}"
+    );
+    assert!(env.registry.get("not-signed").is_none());
+
+    put_config_map("signed-cm", bytes(plugins::HELLOWORLD)).await;
+    apply_spec(
+        "signed-cm",
+        AddOnPluginSpec {
+            source: cm_source("signed-cm"),
+            verification: Some(flotilla_api::plugins::v1alpha1::PluginVerification { public_key: public }),
+            ..AddOnPluginSpec::default()
+        },
+    )
+    .await;
+    let status = await_condition("signed-cm", "Validated", "False", "SignatureMissing").await;
+    assert!(
+        condition(&status, "Validated").message.contains("OCI"),
+        "{status:?}"
+    );
 }

@@ -2,12 +2,40 @@
 //! ends (checked against a generous outer bound, never a timing assertion), the hook's fail-safe
 //! result comes back, and the error names the fault kind.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly at the first unexpected error"
+)]
+
 mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::{addon, agent_csr, cluster, ends_within, hang_bound, hostile_limits, load};
 use flotilla_test_plugins as plugins;
 use flotilla_wasm::types::{CsrDecision, HealthStatus};
-use flotilla_wasm::{Error, Fault, Hook, Limits};
+use flotilla_wasm::{Error, Fault, Hook, Interruption, Limits, Plugin, Runtime, RuntimeConfig, TimeoutBy};
+
+/// A runtime of its own with `interruption`, sharing the suite's artifact cache.
+fn runtime_with(interruption: Interruption) -> Runtime {
+    let cache_dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("flotilla-wasm-artifacts");
+    Runtime::new(RuntimeConfig {
+        cache_dir: Some(cache_dir),
+        interruption,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime builds")
+}
+
+async fn load_into(runtime: &Runtime, addon: &str, path: &str, limits: Limits) -> Plugin {
+    let bytes = std::fs::read(path).expect("plugin component was built");
+    runtime
+        .load(addon, bytes, None, limits)
+        .await
+        .expect("plugin loads")
+}
 
 #[tokio::test]
 async fn an_infinite_loop_times_out_in_every_hook_with_fail_safe_results() {
@@ -151,19 +179,180 @@ async fn traps_and_panics_are_reported_and_do_not_poison_the_next_call() {
 }
 
 #[tokio::test]
-async fn unbounded_recursion_traps_cleanly_as_a_stack_overflow() {
+async fn unbounded_recursion_is_a_stack_overflow_with_the_fail_safe_result_in_every_hook() {
     let limits = hostile_limits();
     let plugin = load("stack", plugins::HOSTILE_STACK, limits).await.unwrap();
-    let err = ends_within(
-        hang_bound(&limits),
-        plugin.manifests(&cluster("cluster1"), &addon("stack"), &[]),
-    )
-    .await
-    .unwrap_err();
+    let (c, a) = (cluster("cluster1"), addon("stack"));
+    let bound = hang_bound(&limits);
+    let err = ends_within(bound, plugin.manifests(&c, &a, &[]))
+        .await
+        .unwrap_err();
     let Error::Trap { code, .. } = &err else {
         panic!("not a trap: {err}")
     };
     assert!(code.contains("stack overflow"), "{err}");
+    assert_eq!(err.fault(), Fault::StackOverflow);
+
+    let err = ends_within(bound, plugin.hub_permissions(&c, &a))
+        .await
+        .unwrap_err();
+    assert_eq!(err.fault(), Fault::StackOverflow, "{err}");
+    // The guest would approve if its recursion ever ended: the fault denies.
+    let decision = ends_within(bound, plugin.approve_csr(&c, &a, &agent_csr("cluster1", "stack"))).await;
+    assert!(
+        matches!(&decision, CsrDecision::Deny(r) if r.contains("stack_overflow")),
+        "{decision:?}"
+    );
+    // The guest would say `available`: the fault says unknown.
+    let health = ends_within(bound, plugin.probe_health(&c, &a, &[])).await;
+    assert_eq!(health.status, HealthStatus::Unknown);
+    assert!(health.message.contains("stack_overflow"), "{}", health.message);
+}
+
+#[tokio::test]
+async fn a_trap_never_poisons_the_next_call_on_the_same_revision() {
+    let limits = hostile_limits();
+    let plugin = load("trap", plugins::HOSTILE_TRAP, limits).await.unwrap();
+    let (trapping, answering, a) = (cluster("cluster1"), cluster("answers"), addon("trap"));
+    let bound = hang_bound(&limits);
+    for round in 0..5 {
+        let err = ends_within(bound, plugin.manifests(&trapping, &a, &[]))
+            .await
+            .unwrap_err();
+        assert_eq!(err.fault(), Fault::Trap, "round {round}: {err}");
+        let objects = ends_within(bound, plugin.manifests(&answering, &a, &[]))
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: the call after a trap failed: {e}"));
+        assert_eq!(objects.len(), 1, "round {round}");
+        assert_eq!(objects[0]["metadata"]["name"], "answered", "round {round}");
+    }
+}
+
+#[tokio::test]
+async fn the_epoch_deadline_alone_interrupts_a_loop_with_the_wall_clock_backstop_an_hour_away() {
+    let runtime = runtime_with(Interruption {
+        wall_clock_grace: Some(Duration::from_secs(3600)),
+        ..Interruption::default()
+    });
+    let limits = hostile_limits();
+    let plugin = load_into(&runtime, "loop", plugins::HOSTILE_LOOP, limits).await;
+    let (c, a) = (cluster("cluster1"), addon("loop"));
+    let err = ends_within(hang_bound(&limits), plugin.manifests(&c, &a, &[]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::CallTimeout {
+                by: TimeoutBy::EpochDeadline,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let health = ends_within(hang_bound(&limits), plugin.probe_health(&c, &a, &[])).await;
+    assert!(health.message.contains("epoch deadline"), "{}", health.message);
+}
+
+#[tokio::test]
+async fn the_wall_clock_backstop_alone_ends_a_loop_with_the_epoch_deadline_off() {
+    let runtime = runtime_with(Interruption {
+        epoch_deadline: false,
+        ..Interruption::default()
+    });
+    let limits = hostile_limits();
+    let plugin = load_into(&runtime, "loop", plugins::HOSTILE_LOOP, limits).await;
+    let (c, a) = (cluster("cluster1"), addon("loop"));
+    let err = ends_within(hang_bound(&limits), plugin.manifests(&c, &a, &[]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::CallTimeout {
+                by: TimeoutBy::WallClock,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let decision = ends_within(
+        hang_bound(&limits),
+        plugin.approve_csr(&c, &a, &agent_csr("cluster1", "loop")),
+    )
+    .await;
+    assert!(
+        matches!(&decision, CsrDecision::Deny(r) if r.contains("wall-clock")),
+        "{decision:?}"
+    );
+}
+
+/// Runs three looping plugins as separate tasks on the current (one-worker) runtime next to a
+/// ticker task, and returns, per plugin, how many ticks the ticker made while that plugin's
+/// call was in flight. No clock is compared: a tick either happened during a call or not.
+async fn ticks_during_busy_calls(runtime: &Runtime) -> BTreeMap<usize, u32> {
+    let limits = Limits {
+        timeout: Duration::from_millis(500),
+        ..hostile_limits()
+    };
+    let plugin = Arc::new(load_into(runtime, "loop", plugins::HOSTILE_LOOP, limits).await);
+    // Plugin calls in flight, and the ticks each one saw.
+    let in_flight: Arc<Mutex<BTreeMap<usize, u32>>> = Arc::default();
+    let seen: Arc<Mutex<BTreeMap<usize, u32>>> = Arc::default();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ticker = {
+        let (in_flight, done) = (Arc::clone(&in_flight), Arc::clone(&done));
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(Duration::from_millis(5));
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                interval.tick().await;
+                for ticks in in_flight.lock().unwrap().values_mut() {
+                    *ticks += 1;
+                }
+            }
+        })
+    };
+    let calls: Vec<_> = (0..3)
+        .map(|id| {
+            let (plugin, in_flight, seen) = (Arc::clone(&plugin), Arc::clone(&in_flight), Arc::clone(&seen));
+            tokio::spawn(async move {
+                in_flight.lock().unwrap().insert(id, 0);
+                let result = plugin.manifests(&cluster("cluster1"), &addon("loop"), &[]).await;
+                let ticks = in_flight.lock().unwrap().remove(&id).unwrap_or_default();
+                seen.lock().unwrap().insert(id, ticks);
+                result.map(|_| ()).unwrap_err().fault()
+            })
+        })
+        .collect();
+    for call in calls {
+        let fault = ends_within(hang_bound(&limits), call).await.unwrap();
+        assert_eq!(fault, Fault::Timeout);
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    ends_within(Duration::from_secs(10), ticker).await.unwrap();
+    seen.lock().unwrap().clone()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_busy_guest_never_starves_other_tasks_on_a_one_worker_runtime() {
+    let ticks = ticks_during_busy_calls(&runtime_with(Interruption::default())).await;
+    assert_eq!(ticks.len(), 3);
+    for (call, n) in &ticks {
+        assert!(*n > 0, "the ticker never ran during call {call}: {ticks:?}");
+    }
+}
+
+/// The control for the test above: without the yielding epoch callback the same three calls
+/// hold the only worker from start to end, and the ticker never runs during any of them.
+#[tokio::test(flavor = "current_thread")]
+async fn without_yielding_a_busy_guest_starves_the_ticker_which_the_test_above_detects() {
+    let ticks = ticks_during_busy_calls(&runtime_with(Interruption {
+        yield_every_tick: false,
+        ..Interruption::default()
+    }))
+    .await;
+    assert_eq!(ticks.len(), 3);
+    assert!(ticks.values().all(|n| *n == 0), "{ticks:?}");
 }
 
 #[tokio::test]
@@ -278,25 +467,46 @@ async fn wasi_grants_nothing_no_files_environment_arguments_or_network() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_healthy_plugin_is_unaffected_by_hostile_ones_running_at_the_same_time() {
+async fn a_healthy_plugin_is_unaffected_by_every_hostile_plugin_running_at_the_same_time() {
     let limits = hostile_limits();
     let healthy = load("helloworld", plugins::HELLOWORLD, Limits::default())
         .await
         .unwrap();
-    let spinner = load("loop", plugins::HOSTILE_LOOP, limits).await.unwrap();
-    let hog = load("memory", plugins::HOSTILE_MEMORY, limits).await.unwrap();
+    let hostile: [(&str, &str, Option<Fault>); 7] = [
+        ("loop", plugins::HOSTILE_LOOP, Some(Fault::Timeout)),
+        ("memory", plugins::HOSTILE_MEMORY, Some(Fault::Memory)),
+        ("trap", plugins::HOSTILE_TRAP, Some(Fault::Trap)),
+        ("stack", plugins::HOSTILE_STACK, Some(Fault::StackOverflow)),
+        ("output", plugins::HOSTILE_OUTPUT, Some(Fault::OutputTooLarge)),
+        // These two answer: the flood is bounded, WASI grants nothing.
+        ("log-flood", plugins::HOSTILE_LOG_FLOOD, None),
+        ("wasi", plugins::HOSTILE_WASI, None),
+    ];
+    let mut loaded = Vec::new();
+    for (name, path, fault) in hostile {
+        let limits = Limits {
+            memory_bytes: 32 << 20,
+            // Only the loop needs the timeout; the others end by their own fault, however slowly
+            // a loaded machine runs them.
+            timeout: if name == "loop" {
+                limits.timeout
+            } else {
+                Duration::from_secs(10)
+            },
+            ..limits
+        };
+        loaded.push((name, load(name, path, limits).await.unwrap(), fault));
+    }
     let (c, a) = (cluster("cluster1"), addon("helloworld"));
     let expected = healthy.manifests(&c, &a, &[]).await.unwrap();
 
-    let (spinner, hog, c_ref) = (&spinner, &hog, &c);
+    let c_ref = &c;
     let hostile = async {
-        let calls = (0..4).map(|i| async move {
-            let result = if i % 2 == 0 {
-                spinner.manifests(c_ref, &addon("loop"), &[]).await
-            } else {
-                hog.manifests(c_ref, &addon("memory"), &[]).await
-            };
-            result.map(|_| ()).unwrap_err().fault()
+        let calls = loaded.iter().flat_map(|(name, plugin, fault)| {
+            (0..2).map(move |_| async move {
+                let outcome = plugin.manifests(c_ref, &addon(name), &[]).await;
+                (*name, outcome.map(|_| ()).err().map(|e| e.fault()), *fault)
+            })
         });
         futures::future::join_all(calls).await
     };
@@ -304,12 +514,12 @@ async fn a_healthy_plugin_is_unaffected_by_hostile_ones_running_at_the_same_time
         let calls = (0..16).map(|_| healthy.manifests(c_ref, &a, &[]));
         futures::future::join_all(calls).await
     };
-    let (faults, results) = ends_within(hang_bound(&limits), async { tokio::join!(hostile, good) }).await;
+    let (outcomes, results) =
+        ends_within(hang_bound(&limits) * 2, async { tokio::join!(hostile, good) }).await;
 
-    assert_eq!(
-        faults,
-        [Fault::Timeout, Fault::Memory, Fault::Timeout, Fault::Memory]
-    );
+    for (name, got, want) in outcomes {
+        assert_eq!(got, want, "{name}");
+    }
     for result in results {
         assert_eq!(result.unwrap(), expected);
     }

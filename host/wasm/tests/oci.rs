@@ -29,7 +29,7 @@ async fn a_pushed_plugin_pulls_back_byte_for_byte_and_runs() {
     assert_eq!(pushed.digest, Digest::of(&wasm));
     assert!(pushed.manifest_digest.starts_with("sha256:"));
 
-    let fetched = oci::pull(&reference, &RegistryAuth::Anonymous, true, MAX)
+    let fetched = oci::pull(&reference, &RegistryAuth::Anonymous, true, MAX, None)
         .await
         .unwrap();
     assert_eq!(fetched.bytes, wasm);
@@ -41,7 +41,7 @@ async fn a_pushed_plugin_pulls_back_byte_for_byte_and_runs() {
         registry.host(),
         pushed.manifest_digest
     );
-    let fetched = oci::pull(&by_digest, &RegistryAuth::Anonymous, true, MAX)
+    let fetched = oci::pull(&by_digest, &RegistryAuth::Anonymous, true, MAX, None)
         .await
         .unwrap();
     assert_eq!(fetched.digest, pushed.digest);
@@ -133,15 +133,23 @@ async fn faults_are_named_when_pulling() {
     let wasm = bytes(plugins::HELLOWORLD);
 
     // No such manifest.
-    let err = oci::pull(&registry.reference("plugins/none", "v1"), &anonymous, true, MAX)
-        .await
-        .unwrap_err();
+    let err = oci::pull(
+        &registry.reference("plugins/none", "v1"),
+        &anonymous,
+        true,
+        MAX,
+        None,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(err.reason(), "ManifestNotFound", "{err}");
 
     // A layer larger than the cap, refused from the manifest's size before any byte is read.
     let reference = registry.reference("plugins/big", "v1");
     oci::push(&wasm, &reference, &anonymous, true).await.unwrap();
-    let err = oci::pull(&reference, &anonymous, true, 1024).await.unwrap_err();
+    let err = oci::pull(&reference, &anonymous, true, 1024, None)
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, FetchError::LayerTooLarge { actual, .. } if actual.contains("manifest")),
         "{err}"
@@ -155,7 +163,9 @@ async fn faults_are_named_when_pulling() {
         "application/vnd.wasm.content.layer.v1+wasm",
     )
     .await;
-    let err = oci::pull(&reference, &anonymous, true, MAX).await.unwrap_err();
+    let err = oci::pull(&reference, &anonymous, true, MAX, None)
+        .await
+        .unwrap_err();
     assert_eq!(err.reason(), "NotAWasmArtifact", "{err}");
 
     // A tampered blob: same size, one byte flipped in the registry's storage.
@@ -168,7 +178,9 @@ async fn faults_are_named_when_pulling() {
     let last = data.len() - 1;
     data[last] ^= 0xff;
     std::fs::write(&blob, data).unwrap();
-    let err = oci::pull(&reference, &anonymous, true, MAX).await.unwrap_err();
+    let err = oci::pull(&reference, &anonymous, true, MAX, None)
+        .await
+        .unwrap_err();
     assert_eq!(err.reason(), "LayerDigestMismatch", "{err}");
 
     // A missing layer: the blob deleted from storage.
@@ -177,14 +189,18 @@ async fn faults_are_named_when_pulling() {
         .await
         .unwrap();
     std::fs::remove_dir_all(registry.blob_path(&pushed.digest.to_string()).parent().unwrap()).unwrap();
-    let err = oci::pull(&reference, &anonymous, true, MAX).await.unwrap_err();
+    let err = oci::pull(&reference, &anonymous, true, MAX, None)
+        .await
+        .unwrap_err();
     assert_eq!(err.reason(), "LayerMissing", "{err}");
 
     // The registry down.
     let reference = registry.reference("plugins/helloworld", "v1");
     let mut registry = registry;
     registry.stop();
-    let err = oci::pull(&reference, &anonymous, true, MAX).await.unwrap_err();
+    let err = oci::pull(&reference, &anonymous, true, MAX, None)
+        .await
+        .unwrap_err();
     assert_eq!(err.reason(), "RegistryUnreachable", "{err}");
 }
 
@@ -210,12 +226,12 @@ async fn a_registry_with_auth_needs_the_right_credentials() {
         .await
         .unwrap();
 
-    assert!(oci::pull(&reference, &alice, true, MAX).await.is_ok());
+    assert!(oci::pull(&reference, &alice, true, MAX, None).await.is_ok());
     for wrong in [
         RegistryAuth::Anonymous,
         RegistryAuth::Basic("alice".into(), "wrong".into()),
     ] {
-        let err = oci::pull(&reference, &wrong, true, MAX).await.unwrap_err();
+        let err = oci::pull(&reference, &wrong, true, MAX, None).await.unwrap_err();
         assert_eq!(err.reason(), "RegistryUnauthorized", "{err}");
     }
 
@@ -224,5 +240,5 @@ async fn a_registry_with_auth_needs_the_right_credentials() {
     let auth = oci::credentials_for(config.as_bytes(), &registry.host())
         .unwrap()
         .unwrap();
-    assert!(oci::pull(&reference, &auth, true, MAX).await.is_ok());
+    assert!(oci::pull(&reference, &auth, true, MAX, None).await.is_ok());
 }

@@ -2,9 +2,12 @@
 //! (compile + first call), warm (pre-instantiated component, fresh store per call) with the
 //! pooling and the on-demand allocator — against the same Rust function compiled natively, in
 //! the same run; calls per second on this machine's cores; memory per concurrent call; and
-//! loading from the compiled-artifact cache (hit) against compiling (miss). Asserts nothing.
+//! loading from the compiled-artifact cache (hit) against compiling (miss); and, per fault kind
+//! of the hostile plugins, how long a faulting call takes and by how much a timed-out call
+//! overshoots its limit (call end − limit) with each interruption mechanism alone. Asserts
+//! nothing.
 //!
-//! `cargo run --release -p flotilla-tests --bin bench-plugin-hooks -- [WARM_CALLS]`
+//! `cargo run --release -p flotilla-tests --bin bench-plugin-hooks -- [WARM_CALLS | faults]`
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use flotilla_addon_sdk::Addon as _;
 use flotilla_wasm::types::{Addon, Cluster, KeyValue};
-use flotilla_wasm::{AllocatorChoice, AllocatorKind, Limits, Plugin, Runtime, RuntimeConfig};
+use flotilla_wasm::{
+    AllocatorChoice, AllocatorKind, FaultPolicy, Interruption, Limits, Plugin, Runtime, RuntimeConfig,
+};
 
 fn cluster() -> Cluster {
     Cluster {
@@ -133,8 +138,146 @@ async fn throughput(plugin: Arc<Plugin>, concurrency: usize, duration: Duration)
     (per_sec, peak.load(Ordering::Relaxed).saturating_sub(idle))
 }
 
+/// A faulting call of the hostile plugins: what it is, how to load it, and the hook to call.
+struct FaultCase {
+    label: &'static str,
+    path: &'static str,
+    interruption: Interruption,
+    limits: Limits,
+    hub_permissions: bool,
+}
+
+/// Per fault kind: p50 and max of the call's duration and of its overshoot past the timeout.
+async fn fault_overshoot(runs: usize) -> anyhow::Result<()> {
+    let timeout = Duration::from_millis(200);
+    let base = Limits {
+        timeout,
+        memory_bytes: 32 << 20,
+        ..Limits::default()
+    };
+    let epoch_only = Interruption {
+        wall_clock_grace: Some(Duration::from_secs(3600)),
+        ..Interruption::default()
+    };
+    let cases = [
+        FaultCase {
+            label: "timeout, epoch deadline alone (loop)",
+            path: flotilla_test_plugins::HOSTILE_LOOP,
+            interruption: epoch_only,
+            limits: base,
+            hub_permissions: false,
+        },
+        FaultCase {
+            label: "timeout, wall clock alone, epochs off (loop)",
+            path: flotilla_test_plugins::HOSTILE_LOOP,
+            interruption: Interruption {
+                epoch_deadline: false,
+                ..Interruption::default()
+            },
+            limits: base,
+            hub_permissions: false,
+        },
+        FaultCase {
+            label: "timeout, parked in a host call (loop sleep)",
+            path: flotilla_test_plugins::HOSTILE_LOOP,
+            interruption: Interruption::default(),
+            limits: base,
+            hub_permissions: true,
+        },
+        FaultCase {
+            label: "memory (32 MiB bomb)",
+            path: flotilla_test_plugins::HOSTILE_MEMORY,
+            interruption: Interruption::default(),
+            limits: base,
+            hub_permissions: false,
+        },
+        FaultCase {
+            label: "trap (panic)",
+            path: flotilla_test_plugins::HOSTILE_TRAP,
+            interruption: Interruption::default(),
+            limits: base,
+            hub_permissions: false,
+        },
+        FaultCase {
+            label: "stack overflow",
+            path: flotilla_test_plugins::HOSTILE_STACK,
+            interruption: Interruption::default(),
+            limits: base,
+            hub_permissions: false,
+        },
+        FaultCase {
+            label: "output too large (5000 manifests)",
+            path: flotilla_test_plugins::HOSTILE_OUTPUT,
+            interruption: Interruption::default(),
+            limits: base,
+            hub_permissions: false,
+        },
+    ];
+    println!(
+        "\n{:<48} {:>10} {:>10} {:>14} {:>14}   (timeout {} ms, {runs} calls each)",
+        "faulting call",
+        "p50 ms",
+        "max ms",
+        "overshoot p50",
+        "overshoot max",
+        timeout.as_millis()
+    );
+    for case in cases {
+        let rt = Runtime::new(RuntimeConfig {
+            interruption: case.interruption,
+            faults: FaultPolicy {
+                threshold: u32::MAX,
+                ..FaultPolicy::default()
+            },
+            ..RuntimeConfig::default()
+        })?;
+        let plugin = rt
+            .load("hostile", std::fs::read(case.path)?, None, case.limits)
+            .await?;
+        let (c, a) = (cluster(), addon());
+        let mut samples = Vec::with_capacity(runs);
+        let mut kind = String::new();
+        for _ in 0..runs {
+            let t = Instant::now();
+            let result = if case.hub_permissions {
+                plugin.hub_permissions(&c, &a).await
+            } else {
+                plugin.manifests(&c, &a, &[]).await
+            };
+            samples.push(t.elapsed());
+            kind = result.map_or_else(|e| e.fault().to_string(), |_| "answered".to_owned());
+        }
+        samples.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let (p50, max) = (samples[samples.len() / 2], samples[samples.len() - 1]);
+        let overshoot = |d: Duration| ms(d) - ms(case.limits.timeout);
+        let timed = kind == "timeout";
+        println!(
+            "{:<48} {:>10.1} {:>10.1} {:>14} {:>14}   ({kind})",
+            case.label,
+            ms(p50),
+            ms(max),
+            if timed {
+                format!("{:.1} ms", overshoot(p50))
+            } else {
+                "-".into()
+            },
+            if timed {
+                format!("{:.1} ms", overshoot(max))
+            } else {
+                "-".into()
+            },
+        );
+    }
+    Ok(())
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
+    // `faults`: only the faulting-call figures.
+    if std::env::args().nth(1).as_deref() == Some("faults") {
+        return fault_overshoot(20).await;
+    }
     let warm_calls: usize = std::env::args()
         .nth(1)
         .map(|n| n.parse())
@@ -261,5 +404,7 @@ async fn main() -> anyhow::Result<()> {
         hit_p50 / 1000.0,
         miss_p50 / hit_p50.max(0.001)
     );
+
+    fault_overshoot(10).await?;
     Ok(())
 }

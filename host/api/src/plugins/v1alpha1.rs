@@ -5,7 +5,7 @@
 //! compiles and validates them, calls `describe()`, and reports each step as a condition
 //! ([`crate::plugins::consts`]). A new revision replaces the serving one only once validated.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -57,6 +57,11 @@ pub struct AddOnPluginSpec {
     #[schemars(regex(pattern = "^sha256:[a-f0-9]{64}$"))]
     pub digest: Option<String>,
 
+    /// A signature the OCI artifact must carry; unsigned or wrongly signed artifacts are refused
+    /// with `Validated` False. Needs an OCI source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<PluginVerification>,
+
     /// Resource limits of each call.
     #[serde(default)]
     #[schemars(extend("x-flotilla-default" = {}))]
@@ -96,6 +101,18 @@ pub struct PluginSource {
     /// An OCI artifact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oci: Option<OciSource>,
+}
+
+/// How a plugin's OCI artifact must be signed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginVerification {
+    /// PEM `PUBLIC KEY` of an ECDSA P-256 key pair (cosign's `cosign.pub`). The artifact's
+    /// manifest must carry a cosign signature by its private key, stored at the tag
+    /// `sha256-<manifest hex>.sig` of the same repository (`flotilla plugin push --sign` writes
+    /// one). Verified offline: no transparency log, no certificate authority.
+    #[schemars(length(min = 1, max = 8192))]
+    pub public_key: String,
 }
 
 /// A key of a ConfigMap.
@@ -220,10 +237,68 @@ pub struct AddOnPluginStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub describe: Option<PluginDescription>,
 
+    /// Runtime faults of the serving revision: counts over a recent window, the last fault, and
+    /// the quarantine in force. Absent while the serving revision has no recent faults.
+    // Serialized as `null` when absent so that a merge patch of the status removes it.
+    #[serde(default)]
+    pub faults: Option<PluginFaults>,
+
     /// `Fetched`, `Validated`, `Ready`, `Degraded`; keyed by type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// Runtime faults of the serving revision (timeouts, memory, traps, stack overflows, oversized
+/// output, log floods), as the plugin host counted them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginFaults {
+    /// How far back `counts` reach, in seconds.
+    pub window_seconds: i64,
+
+    /// Faults in the window, by hook and kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counts: Vec<PluginFaultCount>,
+
+    /// The most recent fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<PluginLastFault>,
+
+    /// Failed calls in a row, up to the last status write.
+    #[serde(default)]
+    pub consecutive: i64,
+
+    /// While quarantined: calls answer their hook's fail-safe result at once until this time.
+    // Serialized as `null` when absent so that a merge patch of the status removes it.
+    #[serde(default)]
+    pub quarantined_until: Option<Time>,
+}
+
+/// Faults of one hook and kind.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PluginFaultCount {
+    /// The hook: `manifests`, `approve-csr`, `hub-permissions`, `probe-health`.
+    pub hook: String,
+    /// The fault kind: `timeout`, `memory`, `trap`, `stack_overflow`, `output_too_large`,
+    /// `invalid_output`, `instantiate`, `log_flood`.
+    pub kind: String,
+    /// Faults in the window.
+    pub count: i64,
+}
+
+/// The most recent fault.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct PluginLastFault {
+    /// The hook.
+    pub hook: String,
+    /// The fault kind.
+    pub kind: String,
+    /// What happened.
+    pub message: String,
+    /// When.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<Time>,
 }
 
 /// Summary of a plugin's `describe()`.

@@ -21,6 +21,12 @@
 //! finalizer [`FINALIZER`] makes sure the host sees the deletion); calls in flight finish on the
 //! revision they hold.
 //!
+//! Runtime faults: the runtime announces every change of a serving revision's fault summary
+//! ([`crate::Runtime::subscribe_faults`]); a task beside the controller coalesces them for
+//! [`ControllerConfig::fault_debounce`] and writes `status.faults` and `Degraded` of the owning
+//! `AddOnPlugin` (without fetching anything), and again when time alone changes the summary (a
+//! fault leaves the window, a quarantine ends).
+//!
 //! Two `AddOnPlugin`s naming the same add-on: the first one reconciled drives it, the other is
 //! `Ready` False `AddOnNameConflict` until the first is deleted.
 
@@ -29,9 +35,9 @@ mod status;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use futures::StreamExt as _;
@@ -40,6 +46,8 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
 
 pub use reconcile::reconcile;
 
@@ -60,6 +68,8 @@ pub struct ControllerConfig {
     pub backoff_min: Duration,
     /// Longest retry delay.
     pub backoff_max: Duration,
+    /// How long runtime-fault announcements are gathered before one status write per plugin.
+    pub fault_debounce: Duration,
 }
 
 impl Default for ControllerConfig {
@@ -69,6 +79,7 @@ impl Default for ControllerConfig {
             resync: Duration::from_secs(300),
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
+            fault_debounce: Duration::from_secs(1),
         }
     }
 }
@@ -80,6 +91,15 @@ pub enum ReconcileError {
     /// A write to the API server failed; retried by [`error_policy`].
     #[error(transparent)]
     Kube(#[from] flotilla_kube::Error),
+    /// Reading an `AddOnPlugin` (to write its faults) failed.
+    #[error("read AddOnPlugin {name}: {source}")]
+    Read {
+        /// The plugin's name.
+        name: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
 }
 
 /// What every reconcile shares. Nothing is global: a test can run two controllers side by side.
@@ -106,6 +126,10 @@ pub(crate) struct State {
     pub(crate) owners: HashMap<String, String>,
     /// `AddOnPlugin` name → consecutive failed attempts (for backoff).
     pub(crate) failures: HashMap<String, u32>,
+    /// `AddOnPlugin` name → the generation and time of its last successful fetch.
+    pub(crate) fetched: HashMap<String, (Option<i64>, std::time::Instant)>,
+    /// `AddOnPlugin`s whose source ConfigMap changed since their last fetch.
+    pub(crate) stale: HashSet<String>,
 }
 
 impl Context {
@@ -122,6 +146,26 @@ impl Context {
 
     pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether `plugin` was fetched successfully for `generation` within the resync period and
+    /// its source has not changed since.
+    pub(crate) fn fetched_recently(&self, plugin: &str, generation: Option<i64>) -> bool {
+        let state = self.state();
+        !state.stale.contains(plugin)
+            && state
+                .fetched
+                .get(plugin)
+                .is_some_and(|(g, at)| *g == generation && at.elapsed() < self.config.resync)
+    }
+
+    /// Notes a successful fetch of `plugin` for `generation`.
+    pub(crate) fn record_fetch(&self, plugin: &str, generation: Option<i64>) {
+        let mut state = self.state();
+        state.stale.remove(plugin);
+        state
+            .fetched
+            .insert(plugin.to_owned(), (generation, std::time::Instant::now()));
     }
 
     /// The delay before retrying `plugin` after its `n`-th consecutive failure.
@@ -146,6 +190,9 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, config: Controll
     let api: Api<AddOnPlugin> = Api::all(client.clone());
     let controller = Controller::new(api, watcher::Config::default());
     let plugins = controller.store();
+    let fault_events = registry.runtime().subscribe_faults();
+    let context = Arc::new(Context::new(client.clone(), registry, config));
+    let marks = Arc::clone(&context);
     let source_changes = watcher(
         Api::<PartialObjectMeta<ConfigMap>>::all(client.clone()),
         watcher::Config::default(),
@@ -153,27 +200,141 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, config: Controll
     .default_backoff()
     .touched_objects()
     .filter_map(move |changed| {
-        let is_source = changed.is_ok_and(|config_map| {
-            let (namespace, name) = (config_map.namespace().unwrap_or_default(), config_map.name_any());
-            plugins.state().iter().any(|plugin| {
-                plugin
-                    .spec
-                    .source
-                    .config_map
-                    .as_ref()
-                    .is_some_and(|source| source.namespace == namespace && source.name == name)
-            })
-        });
+        let readers: Vec<String> = match changed {
+            Ok(config_map) => {
+                let (namespace, name) = (config_map.namespace().unwrap_or_default(), config_map.name_any());
+                plugins
+                    .state()
+                    .iter()
+                    .filter(|plugin| {
+                        plugin
+                            .spec
+                            .source
+                            .config_map
+                            .as_ref()
+                            .is_some_and(|source| source.namespace == namespace && source.name == name)
+                    })
+                    .map(|plugin| plugin.name_any())
+                    .collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        let is_source = !readers.is_empty();
+        marks.state().stale.extend(readers);
         std::future::ready(is_source.then_some(()))
     });
-    let context = Arc::new(Context::new(client, registry, config));
-    controller
+    let faults = report_faults(Arc::clone(&context), fault_events);
+    let controller = controller
         .reconcile_all_on(source_changes)
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "AddOnPlugin controller event");
             }
-        })
-        .await;
+        });
+    tokio::select! {
+        () = controller => {}
+        () = faults => {}
+    }
+}
+
+/// Writes runtime faults into the owning `AddOnPlugin`s' status as they are announced, and
+/// again when the summary changes by time alone. Ends when the runtime is gone.
+async fn report_faults(ctx: Arc<Context>, mut events: broadcast::Receiver<String>) {
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+    // Add-ons to look at again at a time: when a fault leaves the window or a quarantine ends.
+    let mut due: BTreeMap<String, Instant> = BTreeMap::new();
+    let mut pending: BTreeSet<String> = BTreeSet::new();
+    loop {
+        let next = due.values().min().copied();
+        tokio::select! {
+            event = events.recv() => match event {
+                Ok(addon) => {
+                    pending.insert(addon);
+                }
+                Err(RecvError::Lagged(_)) => pending.extend(ctx.state().owners.keys().cloned()),
+                Err(RecvError::Closed) => return,
+            },
+            () = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
+                let now = Instant::now();
+                due.retain(|addon, at| {
+                    let keep = *at > now;
+                    if !keep {
+                        pending.insert(addon.clone());
+                    }
+                    keep
+                });
+            }
+        }
+        if pending.is_empty() {
+            continue;
+        }
+        // A fault storm becomes one status write per plugin per debounce period.
+        tokio::time::sleep(ctx.config.fault_debounce).await;
+        loop {
+            match events.try_recv() {
+                Ok(addon) => {
+                    pending.insert(addon);
+                }
+                Err(TryRecvError::Lagged(_)) => pending.extend(ctx.state().owners.keys().cloned()),
+                Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+            }
+        }
+        for addon in std::mem::take(&mut pending) {
+            match write_faults(&ctx, &addon).await {
+                Ok(Some(after)) => {
+                    // A little past the change, so the summary has surely moved on.
+                    due.insert(addon, Instant::now() + after + Duration::from_millis(100));
+                }
+                Ok(None) => {
+                    due.remove(&addon);
+                }
+                Err(error) => {
+                    tracing::warn!(%addon, %error, "cannot write plugin faults into status; retrying");
+                    due.insert(
+                        addon,
+                        Instant::now() + ctx.config.backoff_min.max(Duration::from_secs(1)),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Writes the fault summary of `addon`'s serving revision into its `AddOnPlugin`'s status.
+/// Returns how long until the summary changes by time alone.
+async fn write_faults(ctx: &Context, addon: &str) -> Result<Option<Duration>, ReconcileError> {
+    let Some(owner) = ctx.state().owners.get(addon).cloned() else {
+        return Ok(None);
+    };
+    let Some(serving) = ctx.registry.get(addon) else {
+        return Ok(None);
+    };
+    let api: Api<AddOnPlugin> = Api::all(ctx.client.clone());
+    let plugin = api.get_opt(&owner).await.map_err(|source| ReconcileError::Read {
+        name: owner.clone(),
+        source,
+    })?;
+    let Some(plugin) = plugin else {
+        return Ok(None);
+    };
+    let mut status = plugin.status.clone().unwrap_or_default();
+    // The status must describe this revision; a reconcile in progress writes its own.
+    if status.digest.as_deref() != Some(serving.digest().to_string().as_str()) {
+        return Ok(None);
+    }
+    let summary = serving.faults();
+    let generation = status.observed_generation;
+    let window = ctx.registry.runtime().fault_policy().window.as_secs();
+    status::apply_faults(
+        &mut status,
+        Some(&summary),
+        window,
+        generation,
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    flotilla_kube::status::patch_if_changed(&api, &plugin, plugin.status.as_ref(), &status).await?;
+    Ok(summary
+        .next_change
+        .map(|at| at.duration_since(SystemTime::now()).unwrap_or_default()))
 }

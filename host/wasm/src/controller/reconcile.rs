@@ -2,10 +2,12 @@
 //! drop the finalizer), make sure of the finalizer, then
 //!
 //! 1. claim the add-on name (or report the conflict);
-//! 2. skip the fetch when the serving revision already has the pinned digest and limits;
+//! 2. skip the fetch when the serving revision already has the pinned digest and limits, or was
+//!    fetched for this generation within the resync period and its source has not changed;
 //! 3. fetch → load beside the serving revision → swap (all inside [`crate::PluginSlot::install`],
 //!    which never replaces the serving revision with a bad one);
-//! 4. compute the status from the outcome and the serving revision ([`super::status`], pure);
+//! 4. compute the status from the outcome, the serving revision and its runtime faults
+//!    ([`super::status`], pure);
 //! 5. patch status once if it changed; requeue (backoff on failure, resync on success).
 
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
-use super::status::{Outcome, desired_status};
+use super::status::{Outcome, apply_faults, desired_status};
 use super::{Context, FINALIZER, ReconcileError};
 use crate::{Digest, Limits};
 
@@ -43,7 +45,14 @@ pub async fn reconcile(plugin: Arc<AddOnPlugin>, ctx: Arc<Context>) -> Result<Ac
         _ => ctx.registry.get(&addon),
     };
     let now = k8s_openapi::jiff::Timestamp::now();
-    let status = desired_status(&plugin, &outcome, serving.as_deref(), now);
+    let mut status = desired_status(&plugin, &outcome, serving.as_deref(), now);
+    apply_faults(
+        &mut status,
+        serving.as_deref().map(crate::Plugin::faults).as_ref(),
+        ctx.registry.runtime().fault_policy().window.as_secs(),
+        plugin.metadata.generation,
+        now,
+    );
     flotilla_kube::status::patch_if_changed(&api, &plugin, plugin.status.as_ref(), &status).await?;
 
     let action = if outcome.failed() {
@@ -92,6 +101,8 @@ fn claim(ctx: &Context, plugin: &str, addon: &str) -> Result<(), String> {
 fn unload(ctx: &Context, plugin: &str) {
     let mut state = ctx.state();
     state.failures.remove(plugin);
+    state.fetched.remove(plugin);
+    state.stale.remove(plugin);
     let addons: Vec<String> = state
         .owners
         .iter()
@@ -130,13 +141,30 @@ async fn attempt(plugin: &AddOnPlugin, ctx: &Context, addon: &str) -> Outcome {
     };
     let limits = limits_of(plugin);
     let slot = ctx.registry.slot(addon);
-    if let (Some(expected), Some(current)) = (expected, slot.current())
+    let name = plugin.name_any();
+    // Unchanged spec, source not changed since, fetched within the resync period: the serving
+    // revision stands. (Status writes, fault reports included, wake this reconcile too; they
+    // must not re-pull the component.)
+    if let Some(current) = slot.current()
+        && *current.limits() == limits
+        && ctx.fetched_recently(&name, plugin.metadata.generation)
+    {
+        return Outcome::Serving(current);
+    }
+    // A required signature is checked on every attempt (it may have been added to the spec, or
+    // the key changed), so only unsigned pinned plugins skip the fetch.
+    if plugin.spec.verification.is_none()
+        && let (Some(expected), Some(current)) = (expected, slot.current())
         && current.digest() == expected
         && *current.limits() == limits
     {
         return Outcome::Serving(current);
     }
-    let fetched = match ctx.fetcher.fetch(&plugin.spec.source, expected).await {
+    let fetched = match ctx
+        .fetcher
+        .fetch(&plugin.spec.source, plugin.spec.verification.as_ref(), expected)
+        .await
+    {
         Ok(f) => f,
         Err(e) => {
             tracing::warn!(plugin = %plugin.name_any(), addon, error = %e, "cannot fetch plugin");
@@ -149,7 +177,10 @@ async fn attempt(plugin: &AddOnPlugin, ctx: &Context, addon: &str) -> Outcome {
         .install(ctx.registry.runtime(), fetched.bytes, Some(digest), limits)
         .await
     {
-        Ok(p) => Outcome::Serving(p),
+        Ok(p) => {
+            ctx.record_fetch(&name, plugin.metadata.generation);
+            Outcome::Serving(p)
+        }
         Err(error) => Outcome::Refused { digest, error },
     }
 }

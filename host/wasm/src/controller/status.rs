@@ -7,17 +7,27 @@
 //! |---|---|---|---|---|
 //! | newest revision serves | True `Fetched` | True `Validated` | True `Ready` | False `AsExpected` |
 //! | fetch failed | False `<fetch reason>` | Unknown `FetchFailed` | True if a last good revision serves, else False `NotFetched` | True `RevisionRejected` |
+//! | signature missing or invalid (`spec.verification`) | True `Fetched` | False `SignatureMissing` / `SignatureInvalid` | True if a last good revision serves, else False `NotValidated` | True `RevisionRejected` |
 //! | refused at load | True `Fetched` | False `<validation reason>` | True if a last good revision serves, else False `NotValidated` | True `RevisionRejected` |
 //! | add-on name taken | (unchanged) | (unchanged) | False `AddOnNameConflict` | True `RevisionRejected` |
+//!
+//! Runtime faults of the serving revision ([`apply_faults`]) go into `status.faults` and, unless
+//! `Degraded` already reports a rejected revision, into `Degraded`: True with a reason naming the
+//! last fault's hook and kind (`ManifestsTimeout`, `ProbeHealthStackOverflow`, ...), a message
+//! with the last fault, the counts over the window and the quarantine in force (until when).
+//! Once the window holds no fault and no quarantine is in force, `Degraded` returns to False.
 
 use std::sync::Arc;
 
 use flotilla_api::addon::v1alpha1::ConfigGroupResource;
 use flotilla_api::addon::v1beta1::RegistrationType;
 use flotilla_api::plugins::v1alpha1::{
-    AddOnPlugin, AddOnPluginStatus, PluginDescription, PluginHealthMode, PluginRegistration,
+    AddOnPlugin, AddOnPluginStatus, PluginDescription, PluginFaultCount, PluginFaults, PluginHealthMode,
+    PluginLastFault, PluginRegistration,
 };
 use flotilla_core::conditions::{FALSE, NewCondition, TRUE, UNKNOWN, set};
+use flotilla_core::plugin_faults::{FaultSummary, fault_reason};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::reasons::{condition, degraded, fetched, ready, validated};
@@ -122,6 +132,25 @@ pub(crate) fn desired_status(
                 "the newest revision is serving".to_owned(),
             );
         }
+        Outcome::FetchFailed(e) if e.is_verification() => {
+            // The manifest was read; its signature is what failed: a validation verdict.
+            let reason = e.reason();
+            put(
+                condition::FETCHED,
+                TRUE,
+                fetched::FETCHED,
+                "the manifest was fetched; the component was not read before its signature verified"
+                    .to_owned(),
+            );
+            put(condition::VALIDATED, FALSE, reason, e.to_string());
+            ready_from_serving(&mut put, serving, ready::NOT_VALIDATED, e.to_string());
+            put(
+                condition::DEGRADED,
+                TRUE,
+                degraded::REVISION_REJECTED,
+                last_good(&format!("{reason}: {e}")),
+            );
+        }
         Outcome::FetchFailed(e) => {
             let reason = e.reason();
             put(condition::FETCHED, FALSE, reason, e.to_string());
@@ -171,6 +200,116 @@ pub(crate) fn desired_status(
         }
     }
     status
+}
+
+/// Puts the serving revision's fault summary into `status`: the `faults` field always, and the
+/// `Degraded` condition unless it already reports a rejected newer revision (which is the more
+/// urgent news). `window_seconds` is the policy's window.
+pub(crate) fn apply_faults(
+    status: &mut AddOnPluginStatus,
+    summary: Option<&FaultSummary>,
+    window_seconds: u64,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let summary = summary.filter(|s| s.is_faulting());
+    status.faults = summary.map(|s| faults_field(s, window_seconds));
+    let rejected = status.conditions.iter().any(|c| {
+        c.type_ == condition::DEGRADED && c.reason == degraded::REVISION_REJECTED && c.status == TRUE
+    });
+    if rejected {
+        return;
+    }
+    let (reason, message) = match summary {
+        Some(s) => {
+            let reason = s.last.as_ref().map_or_else(
+                || degraded::PLUGIN_FAULTING.to_owned(),
+                |f| fault_reason(f.hook, f.kind),
+            );
+            (reason, fault_message(s, window_seconds))
+        }
+        None => {
+            // Only a fault-driven `Degraded` True is ours to clear.
+            let fault_degraded = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == condition::DEGRADED && c.status == TRUE);
+            if !fault_degraded {
+                return;
+            }
+            (
+                degraded::AS_EXPECTED.to_owned(),
+                format!("the newest revision is serving; no faults in the last {window_seconds}s"),
+            )
+        }
+    };
+    let faulting = summary.is_some();
+    set(
+        &mut status.conditions,
+        NewCondition {
+            type_: condition::DEGRADED,
+            status: if faulting { TRUE } else { FALSE },
+            reason: &reason,
+            message,
+            observed_generation: generation,
+        },
+        now,
+    );
+}
+
+fn time(t: std::time::SystemTime) -> Option<Time> {
+    Timestamp::try_from(t).ok().map(Time)
+}
+
+fn faults_field(s: &FaultSummary, window_seconds: u64) -> PluginFaults {
+    PluginFaults {
+        window_seconds: i64::try_from(window_seconds).unwrap_or(i64::MAX),
+        counts: s
+            .counts
+            .iter()
+            .map(|c| PluginFaultCount {
+                hook: c.hook.to_owned(),
+                kind: c.kind.to_owned(),
+                count: i64::try_from(c.count).unwrap_or(i64::MAX),
+            })
+            .collect(),
+        last: s.last.as_ref().map(|f| PluginLastFault {
+            hook: f.hook.to_owned(),
+            kind: f.kind.to_owned(),
+            message: f.message.clone(),
+            time: time(f.at),
+        }),
+        consecutive: i64::from(s.consecutive),
+        quarantined_until: s.quarantined_until.and_then(time),
+    }
+}
+
+/// `quarantined until T (…); last fault: hook kind: message; in the last Ns: hook/kind×n, …`
+pub(crate) fn fault_message(s: &FaultSummary, window_seconds: u64) -> String {
+    let mut parts = Vec::new();
+    if let Some(until) = s.quarantined_until {
+        parts.push(format!(
+            "quarantined until {} (quarantine {} of this revision, after {} consecutive faults): \
+             calls answer their fail-safe result at once; a new revision or the end of the \
+             backoff lifts it",
+            crate::plugin::rfc3339(until),
+            s.quarantines,
+            s.consecutive
+        ));
+    }
+    if let Some(f) = &s.last {
+        parts.push(format!("last fault: {} {}: {}", f.hook, f.kind, f.message));
+    }
+    let counts: Vec<String> = s
+        .counts
+        .iter()
+        .map(|c| format!("{} {}×{}", c.hook, c.kind, c.count))
+        .collect();
+    parts.push(format!(
+        "faults in the last {window_seconds}s: {}",
+        counts.join(", ")
+    ));
+    parts.join("; ")
 }
 
 fn ready_from_serving(

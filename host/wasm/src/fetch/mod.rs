@@ -8,6 +8,7 @@
 //!        ├─ pullSecretRef → kubernetes.io/dockerconfigjson → credentials for the registry
 //!        ├─ manifest: config `application/vnd.wasm.config.v0+json`, one `application/wasm` layer
 //!        ├─ layer size from the manifest ≤ cap, Content-Length ≤ cap, stream stops past the cap
+//!        ├─ spec.verification: a cosign signature of the manifest digest by the public key
 //!        └─ layer bytes hash to the manifest's layer digest
 //!   then: sha256(bytes) == spec.digest (when pinned)
 //! ```
@@ -19,7 +20,7 @@
 mod configmap;
 pub mod oci;
 
-use flotilla_api::plugins::v1alpha1::PluginSource;
+use flotilla_api::plugins::v1alpha1::{PluginSource, PluginVerification};
 
 use crate::{Digest, FetchError};
 
@@ -74,13 +75,24 @@ impl Fetcher {
         self.max_bytes
     }
 
-    /// Fetches the bytes `source` names and checks them against `expected` when it is set.
+    /// Fetches the bytes `source` names and checks them against `expected` when it is set, and
+    /// against the signature `verification` asks for (OCI sources only).
     pub async fn fetch(
         &self,
         source: &PluginSource,
+        verification: Option<&PluginVerification>,
         expected: Option<Digest>,
     ) -> Result<Fetched, FetchError> {
+        let public_key = verification.map(|v| v.public_key.as_str());
         let fetched = match (&source.config_map, &source.oci) {
+            (Some(cm), None) if public_key.is_some() => {
+                return Err(FetchError::SignatureMissing {
+                    reference: format!("configmap {}/{}", cm.namespace, cm.name),
+                    message:
+                        "a ConfigMap source cannot carry a signature; spec.verification needs an OCI source"
+                            .to_owned(),
+                });
+            }
             (Some(cm), None) => configmap::fetch(&self.client, cm, self.max_bytes).await?,
             (None, Some(oci)) => {
                 let auth = match &oci.pull_secret_ref {
@@ -90,7 +102,7 @@ impl Fetcher {
                     }
                     None => oci::RegistryAuth::Anonymous,
                 };
-                oci::pull(&oci.reference, &auth, oci.insecure, self.max_bytes).await?
+                oci::pull(&oci.reference, &auth, oci.insecure, self.max_bytes, public_key).await?
             }
             _ => return Err(FetchError::InvalidSource),
         };

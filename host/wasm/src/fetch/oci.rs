@@ -2,9 +2,9 @@
 //! manifest whose config has media type `application/vnd.wasm.config.v0+json` and which has
 //! exactly one layer of media type `application/wasm` (the component's bytes, uncompressed).
 //!
-//! Pulling caps every byte before reading it: the manifest body, the layer size the manifest
-//! states, the response's `Content-Length`, and the bytes actually streamed (a registry may lie
-//! about the first two). The layer's digest is checked twice: by `oci-client`'s verifying stream
+//! Pulling caps every byte before reading it: the manifest body (by `Content-Length` and while
+//! streaming), and for the config and the layer the size the manifest states, the response's
+//! `Content-Length`, and the bytes actually streamed (a registry may lie about the first two). The layer's digest is checked twice: by `oci-client`'s verifying stream
 //! and again here over the bytes kept. Pushing writes the same layout, so what
 //! `flotilla plugin push` publishes is what the hub pulls.
 //!
@@ -20,6 +20,7 @@ use flotilla_api::plugins::v1alpha1::SecretReference;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
+use oci_client::RegistryOperation;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
@@ -28,6 +29,8 @@ use serde::Deserialize;
 
 pub use oci_client::secrets::RegistryAuth;
 
+use flotilla_core::cosign;
+
 use super::Fetched;
 use crate::{Digest, FetchError};
 
@@ -35,9 +38,11 @@ use crate::{Digest, FetchError};
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 /// Layer media type of a Wasm artifact (CNCF layout).
 pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
-/// Largest manifest accepted. A Wasm artifact's manifest is well under 1 KiB; oci-client reads
-/// manifest bodies whole (oras-project/rust-oci-client#206), so this bounds what is parsed.
+/// Largest manifest read. A Wasm artifact's manifest is well under 1 KiB.
 pub const MAX_MANIFEST_BYTES: usize = 64 << 10;
+/// Largest config blob read. A Wasm artifact's config lists the component's imports and
+/// exports: a few KiB.
+pub const MAX_CONFIG_BYTES: usize = 256 << 10;
 /// Secret types whose docker config the host reads.
 const DOCKER_CONFIG_JSON: &str = "kubernetes.io/dockerconfigjson";
 const DOCKER_CFG: &str = "kubernetes.io/dockercfg";
@@ -76,66 +81,68 @@ fn client(insecure: bool) -> Client {
     })
 }
 
-/// Pulls the component `reference` names, reading at most `max_bytes` of layer.
+/// Pulls the component `reference` names, reading at most `max_bytes` of layer. With
+/// `public_key` (PEM), the manifest must carry a cosign signature by that key, checked before
+/// the layer is read.
 pub async fn pull(
     reference: &str,
     auth: &RegistryAuth,
     insecure: bool,
     max_bytes: usize,
+    public_key: Option<&str>,
 ) -> Result<Fetched, FetchError> {
     let parsed = parse_reference(reference)?;
     let registry = parsed.resolve_registry().to_owned();
     let client = client(insecure);
     let fail = |stage: Stage<'_>, e: OciDistributionError| classify(e, &registry, reference, stage);
 
-    let (raw, manifest_digest) = client
-        .pull_manifest_raw(&parsed, auth, &[OCI_IMAGE_MEDIA_TYPE])
-        .await
-        .map_err(|e| fail(Stage::Manifest, e))?;
+    let (raw, manifest_digest) = pull_manifest_capped(&client, &parsed, auth, insecure, reference).await?;
+    if let Some(public_key) = public_key {
+        verify_signature(
+            &client,
+            &parsed,
+            auth,
+            insecure,
+            reference,
+            &manifest_digest,
+            public_key,
+        )
+        .await?;
+    }
     let not_wasm = |reason: String| FetchError::NotAWasmArtifact {
         reference: reference.to_owned(),
         reason,
     };
-    if raw.len() > MAX_MANIFEST_BYTES {
-        return Err(not_wasm(format!(
-            "manifest is {} bytes, limit {MAX_MANIFEST_BYTES}",
-            raw.len()
-        )));
-    }
     let manifest: OciImageManifest =
         serde_json::from_slice(&raw).map_err(|e| not_wasm(format!("manifest does not parse: {e}")))?;
     let layer = wasm_layer(&manifest).map_err(not_wasm)?;
+
+    // The config: read (capped, digest-checked) so a registry cannot serve an unbounded one, and
+    // checked to be JSON as the layout requires.
+    let config_too_large = |actual: String| FetchError::ConfigTooLarge {
+        reference: reference.to_owned(),
+        digest: manifest.config.digest.clone(),
+        actual,
+        limit: MAX_CONFIG_BYTES,
+    };
+    let config = read_blob(
+        &client,
+        &parsed,
+        &manifest.config,
+        MAX_CONFIG_BYTES,
+        &config_too_large,
+        &fail,
+    )
+    .await?;
+    serde_json::from_slice::<serde_json::Value>(&config)
+        .map_err(|e| not_wasm(format!("config is not JSON: {e}")))?;
 
     let too_large = |actual: String| FetchError::LayerTooLarge {
         digest: layer.digest.clone(),
         actual,
         limit: max_bytes,
     };
-    let stated = usize::try_from(layer.size).map_err(|_| too_large(format!("size {}", layer.size)))?;
-    if stated > max_bytes {
-        return Err(too_large(format!("{stated} bytes by the manifest")));
-    }
-    let mut stream = client
-        .pull_blob_stream(&parsed, &layer)
-        .await
-        .map_err(|e| fail(Stage::Blob(&layer.digest), e))?;
-    if let Some(length) = stream.content_length
-        && length > stated as u64
-    {
-        return Err(too_large(format!(
-            "{length} bytes by Content-Length (the manifest says {stated})"
-        )));
-    }
-    let mut bytes = Vec::with_capacity(stated);
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| classify_stream(e, &registry, reference, &layer.digest))?;
-        if bytes.len() + chunk.len() > stated {
-            return Err(too_large(format!(
-                "more than the manifest's {stated} bytes streamed"
-            )));
-        }
-        bytes.extend_from_slice(&chunk);
-    }
+    let bytes = read_blob(&client, &parsed, &layer, max_bytes, &too_large, &fail).await?;
     let digest = Digest::of(&bytes);
     if digest.to_string() != layer.digest {
         return Err(FetchError::LayerDigestMismatch {
@@ -148,6 +155,276 @@ pub async fn pull(
         digest,
         origin: format!("oci {reference} (manifest {manifest_digest})"),
     })
+}
+
+/// Reads the blob `descriptor` names, refusing it — before reading its bytes where the
+/// registry says enough — when the manifest states more than `cap`, the response's
+/// `Content-Length` exceeds the stated size, or more bytes than stated arrive. `oci-client`'s
+/// verifying stream checks the digest.
+async fn read_blob<'a>(
+    client: &Client,
+    image: &Reference,
+    descriptor: &'a OciDescriptor,
+    cap: usize,
+    too_large: &(dyn Fn(String) -> FetchError + Sync),
+    fail: &(dyn Fn(Stage<'a>, OciDistributionError) -> FetchError + Sync),
+) -> Result<Vec<u8>, FetchError> {
+    let stated =
+        usize::try_from(descriptor.size).map_err(|_| too_large(format!("size {}", descriptor.size)))?;
+    if stated > cap {
+        return Err(too_large(format!("{stated} bytes by the manifest")));
+    }
+    let mut stream = client
+        .pull_blob_stream(image, descriptor)
+        .await
+        .map_err(|e| fail(Stage::Blob(&descriptor.digest), e))?;
+    if let Some(length) = stream.content_length
+        && length > stated as u64
+    {
+        return Err(too_large(format!(
+            "{length} bytes by Content-Length (the manifest says {stated})"
+        )));
+    }
+    let mut bytes = Vec::with_capacity(stated);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk
+            .map_err(|e| classify_stream(e, image.resolve_registry(), &image.whole(), &descriptor.digest))?;
+        if bytes.len() + chunk.len() > stated {
+            return Err(too_large(format!(
+                "more than the manifest's {stated} bytes streamed"
+            )));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+/// GETs the image manifest with every byte counted: `Content-Length` above
+/// [`MAX_MANIFEST_BYTES`] is refused before the body is read, and the body stops at the cap.
+/// `oci-client` reads manifest bodies whole (oras-project/rust-oci-client#206), so this request
+/// is made here, with the credentials `oci-client`'s own handshake settles on (a bearer token,
+/// or basic auth for registries that ask for it). The bytes must hash to the registry's
+/// `Docker-Content-Digest` and to the digest in the reference, when there are such.
+async fn pull_manifest_capped(
+    client: &Client,
+    image: &Reference,
+    auth: &RegistryAuth,
+    insecure: bool,
+    reference: &str,
+) -> Result<(Vec<u8>, String), FetchError> {
+    let registry = image.resolve_registry();
+    let fail = |e: OciDistributionError| classify(e, registry, reference, Stage::Manifest);
+    let token = client
+        .auth(image, auth, RegistryOperation::Pull)
+        .await
+        .map_err(fail)?;
+    let target = image.digest().or(image.tag()).unwrap_or("latest");
+    let url = format!(
+        "{scheme}://{registry}/v2/{repository}/manifests/{target}",
+        scheme = if insecure { "http" } else { "https" },
+        repository = image.repository(),
+    );
+    let mut request = http_client()
+        .get(&url)
+        .header(reqwest::header::ACCEPT, OCI_IMAGE_MEDIA_TYPE);
+    request = match (token, auth) {
+        (Some(token), _) => request.bearer_auth(token),
+        (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+        (None, _) => request,
+    };
+    let mut response = request
+        .send()
+        .await
+        .map_err(|e| fail(OciDistributionError::RequestError(e)))?;
+    let status = response.status();
+    if !status.is_success() {
+        let message = format!("GET {url}: {status}");
+        return Err(match status.as_u16() {
+            401 | 403 => FetchError::RegistryUnauthorized {
+                registry: registry.to_owned(),
+                message,
+            },
+            404 => FetchError::ManifestNotFound {
+                reference: reference.to_owned(),
+                message,
+            },
+            _ => registry_error(reference, message),
+        });
+    }
+    let too_large = |actual: String| FetchError::ManifestTooLarge {
+        reference: reference.to_owned(),
+        actual,
+        limit: MAX_MANIFEST_BYTES,
+    };
+    if let Some(length) = response.content_length()
+        && length > MAX_MANIFEST_BYTES as u64
+    {
+        return Err(too_large(format!("{length} bytes by Content-Length")));
+    }
+    let header_digest = response
+        .headers()
+        .get("Docker-Content-Digest")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| fail(OciDistributionError::RequestError(e)))?
+    {
+        if body.len() + chunk.len() > MAX_MANIFEST_BYTES {
+            return Err(too_large(format!(
+                "more than {MAX_MANIFEST_BYTES} bytes streamed"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let digest = Digest::of(&body).to_string();
+    for (what, expected) in [
+        ("Docker-Content-Digest", header_digest.as_deref()),
+        ("reference", image.digest()),
+    ] {
+        if let Some(expected) = expected
+            && expected.starts_with("sha256:")
+            && expected != digest
+        {
+            return Err(registry_error(
+                reference,
+                format!("manifest bytes hash to {digest}, the {what} says {expected}"),
+            ));
+        }
+    }
+    Ok((body, digest))
+}
+
+/// A plain HTTP client for the one request `oci-client` cannot cap (the manifest GET), with
+/// the same timeouts.
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .read_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap_or_default()
+}
+
+// === signatures ===
+
+/// The repository of `image` with `tag` instead of its own tag or digest.
+fn sibling(image: &Reference, tag: String) -> Reference {
+    Reference::with_tag(image.registry().to_owned(), image.repository().to_owned(), tag)
+}
+
+/// Checks that the manifest `manifest_digest` of `image` carries a cosign signature by
+/// `public_key`: the signature artifact at `sha256-<hex>.sig`, any of whose simple-signing
+/// layers verifies (payload capped and digest-checked like any blob).
+async fn verify_signature(
+    client: &Client,
+    image: &Reference,
+    auth: &RegistryAuth,
+    insecure: bool,
+    reference: &str,
+    manifest_digest: &str,
+    public_key: &str,
+) -> Result<(), FetchError> {
+    let tag = cosign::signature_tag(manifest_digest);
+    let signatures = sibling(image, tag.clone());
+    let missing = |message: String| FetchError::SignatureMissing {
+        reference: reference.to_owned(),
+        message,
+    };
+    let invalid = |reason: String| FetchError::SignatureInvalid {
+        reference: reference.to_owned(),
+        reason,
+    };
+    let raw = match pull_manifest_capped(client, &signatures, auth, insecure, reference).await {
+        Ok((raw, _)) => raw,
+        Err(FetchError::ManifestNotFound { .. }) => {
+            return Err(missing(format!(
+                "no signature of manifest {manifest_digest} at tag {tag} (sign with `flotilla plugin push --sign`)"
+            )));
+        }
+        Err(e) => return Err(e),
+    };
+    let manifest: OciImageManifest = serde_json::from_slice(&raw)
+        .map_err(|e| invalid(format!("signature manifest does not parse: {e}")))?;
+    let registry = image.resolve_registry().to_owned();
+    let fail = |stage: Stage<'_>, e: OciDistributionError| classify(e, &registry, reference, stage);
+    let mut reasons = Vec::new();
+    for layer in manifest
+        .layers
+        .iter()
+        .filter(|l| l.media_type == cosign::SIMPLE_SIGNING_MEDIA_TYPE)
+    {
+        let Some(signature) = layer
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(cosign::SIGNATURE_ANNOTATION))
+        else {
+            reasons.push(format!(
+                "layer {} has no {} annotation",
+                layer.digest,
+                cosign::SIGNATURE_ANNOTATION
+            ));
+            continue;
+        };
+        let too_large = |actual: String| {
+            invalid(format!(
+                "signature payload {actual}, limit {MAX_CONFIG_BYTES} bytes"
+            ))
+        };
+        let payload = read_blob(client, &signatures, layer, MAX_CONFIG_BYTES, &too_large, &fail).await?;
+        match cosign::verify(public_key, &payload, signature, manifest_digest) {
+            Ok(()) => return Ok(()),
+            Err(e) => reasons.push(e.to_string()),
+        }
+    }
+    if reasons.is_empty() {
+        return Err(missing(format!(
+            "the artifact at tag {tag} holds no simple-signing layer"
+        )));
+    }
+    Err(invalid(reasons.join("; ")))
+}
+
+/// Signs the manifest `manifest_digest` pushed at `reference` with the PEM private key
+/// (ECDSA P-256, PKCS#8 or SEC1) and pushes the signature in cosign's layout. Returns the
+/// signature's reference.
+pub async fn push_signature(
+    reference: &str,
+    manifest_digest: &str,
+    private_key_pem: &str,
+    auth: &RegistryAuth,
+    insecure: bool,
+) -> Result<String, FetchError> {
+    let parsed = parse_reference(reference)?;
+    let registry = parsed.resolve_registry().to_owned();
+    let docker_reference = format!("{registry}/{}", parsed.repository());
+    let payload = cosign::payload(&docker_reference, manifest_digest);
+    let signature = cosign::sign(private_key_pem, &payload).map_err(|e| FetchError::SignatureInvalid {
+        reference: reference.to_owned(),
+        reason: format!("cannot sign: {e}"),
+    })?;
+    let signatures = sibling(&parsed, cosign::signature_tag(manifest_digest));
+    let layer = ImageLayer::new(
+        payload,
+        cosign::SIMPLE_SIGNING_MEDIA_TYPE.to_owned(),
+        Some(BTreeMap::from([(
+            cosign::SIGNATURE_ANNOTATION.to_owned(),
+            signature,
+        )])),
+    );
+    let config = Config::new(
+        b"{}".to_vec(),
+        "application/vnd.oci.image.config.v1+json".to_owned(),
+        None,
+    );
+    let mut manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+    manifest.media_type = Some(OCI_IMAGE_MEDIA_TYPE.to_owned());
+    client(insecure)
+        .push(&signatures, &[layer], config, auth, Some(manifest))
+        .await
+        .map_err(|e| classify(e, &registry, reference, Stage::Push))?;
+    Ok(signatures.whole())
 }
 
 /// The one `application/wasm` layer of a CNCF Wasm artifact manifest.

@@ -25,6 +25,12 @@ pub fn runtime() -> Runtime {
             let cache_dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("flotilla-wasm-artifacts");
             Runtime::new(RuntimeConfig {
                 cache_dir: Some(cache_dir),
+                // Tests here call one hostile revision many times in a row and check each fault;
+                // quarantine is shown by the controller tests.
+                faults: flotilla_wasm::FaultPolicy {
+                    threshold: 1000,
+                    ..flotilla_wasm::FaultPolicy::default()
+                },
                 ..RuntimeConfig::default()
             })
             .expect("runtime builds")

@@ -1,5 +1,7 @@
 //! Hostile plugin: traps in every hook but `describe`, each a different way — a panic, the
-//! `unreachable` instruction, `abort`, and a failed `expect`.
+//! `unreachable` instruction, `abort`, and a failed `expect`. `manifests` answers for a cluster
+//! named `answers` (and panics for any other), so calls alternating between the two show that a
+//! trap never poisons the next call on the same revision.
 
 use flotilla_addon_sdk::{
     AddOn, Addon, AddonError, AddonOptions, Cluster, Csr, CsrDecision, FeedbackField, HealthResult, Manifest,
@@ -14,7 +16,17 @@ impl Addon for Trap {
         AddonOptions::default()
     }
 
-    fn manifests(_: &Cluster, _: &AddOn, _: &[ResolvedConfig]) -> Result<Vec<Manifest>, AddonError> {
+    fn manifests(
+        cluster: &Cluster,
+        addon: &AddOn,
+        _: &[ResolvedConfig],
+    ) -> Result<Vec<Manifest>, AddonError> {
+        if cluster.name == "answers" {
+            return Ok(vec![flotilla_addon_sdk::serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "answered", "namespace": addon.install_namespace},
+            })]);
+        }
         panic!("hostile-trap: panic in manifests")
     }
 
