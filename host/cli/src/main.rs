@@ -10,6 +10,7 @@ mod kube;
 mod output;
 mod plugin;
 mod run;
+mod work;
 
 use clap::Parser;
 

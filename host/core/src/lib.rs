@@ -7,4 +7,5 @@ pub mod conditions;
 pub mod names;
 pub mod registration;
 pub mod selector;
+pub mod work;
 pub mod x509;

@@ -1,0 +1,18 @@
+//! ManifestWork, both halves of OCM's pull model:
+//!
+//! ```text
+//!  hub (cluster namespace <cluster>)              managed cluster
+//!  ┌──────────────────────────────┐  watch (hub  ┌──────────────────────────────────────┐
+//!  │ ManifestWork  ───────────────┼─ credential)▶│ work agent ──apply (kind order)──▶ objects
+//!  │   status ◀── conditions, ────┼──────────────│   AppliedManifestWork <hubHash>-<work>│
+//!  │             feedback         │              │   (applied resources, finalizer)      │
+//!  └──────────────────────────────┘              └──────────────────────────────────────┘
+//! ```
+//!
+//! [`agent`] is the work agent `flotilla klusterlet` runs; [`admission`] the hub's validation
+//! of ManifestWorks, enforced by the apiserver itself.
+
+#![deny(missing_docs)]
+
+pub mod admission;
+pub mod agent;
