@@ -7,7 +7,16 @@ use flotilla_registration::{agent, hub, names};
 use crate::{cli::GlobalArgs, kube::client};
 
 #[derive(Debug, Args)]
-pub struct HubArgs {}
+pub struct HubArgs {
+    /// Where the hub's HTTPS webhook server listens (ManifestWork size validation); port 0
+    /// picks a free one.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub webhook_bind: std::net::SocketAddr,
+    /// The host name or IP the apiserver reaches the webhook server at (default: the bind
+    /// address); it goes into the serving certificate and the registered URL.
+    #[arg(long)]
+    pub webhook_host: Option<String>,
+}
 
 #[derive(Debug, Args)]
 pub struct KlusterletArgs {
@@ -42,7 +51,7 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 }
 
 /// Runs the hub's controllers against the hub of `--kubeconfig` until interrupted.
-pub async fn hub(global: &GlobalArgs, _args: &HubArgs) -> anyhow::Result<()> {
+pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
     let (client, _) = client(global).await.context("connect to the hub")?;
     flotilla_registration::admission::install(&client)
         .await
@@ -50,7 +59,22 @@ pub async fn hub(global: &GlobalArgs, _args: &HubArgs) -> anyhow::Result<()> {
     flotilla_work::admission::install(&client)
         .await
         .context("install the ManifestWork admission policy")?;
-    eprintln!("flotilla hub: running registration controllers");
+    let host = args
+        .webhook_host
+        .clone()
+        .unwrap_or_else(|| args.webhook_bind.ip().to_string());
+    let webhook = flotilla_work::webhook::serve(args.webhook_bind, std::slice::from_ref(&host))
+        .await
+        .context("start the webhook server")?;
+    let url = format!(
+        "https://{host}:{}{}",
+        webhook.addr.port(),
+        flotilla_work::webhook::VALIDATE_PATH
+    );
+    flotilla_work::webhook::register(&client, &url, &webhook.ca_pem)
+        .await
+        .context("register the ManifestWork webhook")?;
+    eprintln!("flotilla hub: running registration controllers; webhook at {url}");
     tokio::select! {
         result = hub::run(client, hub::HubOptions::default()) => result.context("hub controllers stopped"),
         _ = tokio::signal::ctrl_c() => Ok(()),

@@ -16,3 +16,4 @@
 
 pub mod admission;
 pub mod agent;
+pub mod webhook;

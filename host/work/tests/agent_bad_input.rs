@@ -1,26 +1,17 @@
 //! Bad input, against real control planes: each bad manifest fails alone (`Applied` False with
 //! a message a person can act on) while the others apply; an executor without permission is
-//! refused; and the hub's admission policy refuses malformed works outright.
+//! refused (malformed works refused at admission: `hub_admission.rs`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
 mod agent_support;
 
-use std::time::Duration;
-
 use agent_support::*;
 use flotilla_api::work::v1::{
-    ManifestWork, ManifestWorkExecutor, ManifestWorkExecutorSubject, ManifestWorkSubjectServiceAccount,
+    ManifestWorkExecutor, ManifestWorkExecutorSubject, ManifestWorkSubjectServiceAccount,
 };
-use flotilla_testing::wait;
-use k8s_openapi::api::{
-    core::v1::ConfigMap,
-    rbac::v1::{Role, RoleBinding},
-};
-use kube::{
-    Api,
-    api::{Patch, PatchParams, PostParams},
-};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
 use serde_json::{Value, json};
 
 fn config_map(namespace: &str, name: &str) -> Value {
@@ -126,90 +117,4 @@ async fn an_executor_without_permission_fails_every_manifest_with_the_reason() {
     );
     let cms: Api<ConfigMap> = Api::namespaced(agent.managed.clone(), ns);
     assert!(cms.get_opt("as-executor").await.unwrap().is_none());
-}
-
-async fn refused(api: &Api<ManifestWork>, work: &ManifestWork, hint: &str) {
-    // The policy takes effect a moment after it is installed: retry until it refuses.
-    let message = wait::until("refused at admission", Duration::from_secs(30), || async {
-        match api.create(&PostParams::default(), work).await {
-            Err(kube::Error::Api(status)) => Ok(Some(status.message)),
-            Err(other) => Err(other.to_string()),
-            Ok(created) => {
-                let _ = api
-                    .delete(&created.metadata.name.unwrap_or_default(), &Default::default())
-                    .await;
-                Err("accepted".to_owned())
-            }
-        }
-    })
-    .await
-    .unwrap();
-    assert!(message.contains(hint), "{message}");
-}
-
-#[tokio::test]
-async fn malformed_works_are_refused_at_admission_with_a_clear_message() {
-    init_tracing();
-    let (hub, _) = planes().await;
-    let admin = hub.admin_client().await.unwrap();
-    flotilla_work::admission::install(&admin).await.unwrap();
-    namespace(&admin, "admission-works").await;
-    let api: Api<ManifestWork> = Api::namespaced(admin, "admission-works");
-
-    refused(&api, &work("empty", vec![]), "at least one manifest").await;
-    refused(
-        &api,
-        &work(
-            "nameless",
-            vec![json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "namespace": "x" } })],
-        ),
-        "needs metadata.name",
-    )
-    .await;
-    refused(
-        &api,
-        &work("twice", vec![config_map("x", "same"), config_map("x", "same")]),
-        "ConfigMap x/same",
-    )
-    .await;
-    let mut with_executor = work("executor", vec![config_map("x", "a")]);
-    with_executor.spec.executor = Some(ManifestWorkExecutor {
-        subject: ManifestWorkExecutorSubject {
-            service_account: Some(ManifestWorkSubjectServiceAccount {
-                namespace: "x".into(),
-                name: "sa".into(),
-            }),
-            ..Default::default()
-        },
-    });
-    // The intruder may create works in the namespace, but not use an executor.
-    let role = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": { "name": "work-writer", "namespace": "admission-works" },
-        "rules": [{ "apiGroups": ["work.open-cluster-management.io"], "resources": ["manifestworks"],
-                    "verbs": ["create", "delete", "get"] }],
-    });
-    let binding = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": { "name": "work-writer", "namespace": "admission-works" },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "work-writer" },
-        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "intruder" }],
-    });
-    let admin = hub.admin_client().await.unwrap();
-    let apply = PatchParams::apply("work-test").force();
-    Api::<Role>::namespaced(admin.clone(), "admission-works")
-        .patch("work-writer", &apply, &Patch::Apply(&role))
-        .await
-        .unwrap();
-    Api::<RoleBinding>::namespaced(admin, "admission-works")
-        .patch("work-writer", &apply, &Patch::Apply(&binding))
-        .await
-        .unwrap();
-    let intruder = hub.client_for("intruder", &[]).await.unwrap();
-    let intruder_api: Api<ManifestWork> = Api::namespaced(intruder, "admission-works");
-    refused(&intruder_api, &with_executor, "execute-as").await;
-    // A good work is accepted.
-    api.create(&PostParams::default(), &work("fine", vec![config_map("x", "a")]))
-        .await
-        .unwrap();
 }
