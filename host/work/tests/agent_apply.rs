@@ -176,6 +176,17 @@ async fn a_work_with_namespace_crd_cr_service_account_config_map_and_deployment_
     .unwrap()
     .clone();
     assert_eq!(available.reason, "ResourcesAvailable");
+    // The agent itself says the rollout of this generation is done, as MWRS rollouts expect.
+    let settled = agent.wait_condition("full", "Progressing", "False").await;
+    assert_eq!(
+        work_condition(&settled, "Progressing").unwrap().reason,
+        "Completed"
+    );
+    let degraded = work_condition(&settled, "Degraded").unwrap();
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("False", "Completed")
+    );
     let status = done.status.as_ref().unwrap();
     assert_eq!(status.resource_status.manifests.len(), 6);
     for manifest in &status.resource_status.manifests {

@@ -10,8 +10,11 @@ use agent_support::*;
 use flotilla_api::work::v1::{
     ManifestWorkExecutor, ManifestWorkExecutorSubject, ManifestWorkSubjectServiceAccount,
 };
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
+use k8s_openapi::api::{
+    core::v1::ConfigMap,
+    rbac::v1::{Role, RoleBinding},
+};
+use kube::{Api, api::PostParams};
 use serde_json::{Value, json};
 
 fn config_map(namespace: &str, name: &str) -> Value {
@@ -117,4 +120,30 @@ async fn an_executor_without_permission_fails_every_manifest_with_the_reason() {
     );
     let cms: Api<ConfigMap> = Api::namespaced(agent.managed.clone(), ns);
     assert!(cms.get_opt("as-executor").await.unwrap().is_none());
+
+    // Granted the permissions on the managed cluster, the retried work applies.
+    let role: Role = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": { "name": "executor", "namespace": ns },
+        "rules": [{ "apiGroups": [""], "resources": ["configmaps"],
+                    "verbs": ["create", "update", "patch", "get", "delete"] }],
+    }))
+    .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": { "name": "executor", "namespace": ns },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "executor" },
+        "subjects": [{ "kind": "ServiceAccount", "name": "nobody", "namespace": ns }],
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(agent.managed.clone(), ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(agent.managed.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    agent.wait_condition("executor", "Applied", "True").await;
+    assert!(cms.get_opt("as-executor").await.unwrap().is_some());
 }
