@@ -68,7 +68,10 @@ async fn create(
 }
 
 /// Applies `desired` (named `name`) through `api` with `strategy`, owned through `owner` (or
-/// its removal marker). Returns the object as it now is.
+/// its removal marker). Returns the object as it now is. `recorded` says whether the work's
+/// record already holds the object: if not, `Update` and `CreateOnly` try to create it first
+/// (one request for a new object instead of a read and a create) and fall back to reading
+/// it when it exists.
 pub async fn apply(
     api: &Api<DynamicObject>,
     name: &str,
@@ -76,7 +79,21 @@ pub async fn apply(
     strategy: UpdateStrategyType,
     ssa: Option<&ServerSideApplyConfig>,
     owner: &OwnerReference,
+    recorded: bool,
 ) -> Result<DynamicObject, ApplyFailure> {
+    if !recorded
+        && matches!(
+            strategy,
+            UpdateStrategyType::Update | UpdateStrategyType::CreateOnly
+        )
+    {
+        let object = to_object(with_owner(desired.clone(), owner))?;
+        match api.create(&PostParams::default(), &object).await {
+            Ok(created) => return Ok(created),
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => return Err(failed("create")(error)),
+        }
+    }
     match strategy {
         UpdateStrategyType::ReadOnly => api.get_opt(name).await.map_err(failed("read"))?.ok_or_else(|| {
             ApplyOutcome::Failed("the object does not exist; ReadOnly never creates it".into())

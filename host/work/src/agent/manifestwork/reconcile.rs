@@ -36,7 +36,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, DynamicObject, ObjectMeta, PostParams},
+    api::{DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams},
     core::GroupVersionKind,
     runtime::{conditions::is_crd_established, controller::Action, wait::await_condition},
 };
@@ -64,15 +64,39 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
     if work.meta().deletion_timestamp.is_some() {
         return finalize(&work, &works, &applied_api, &applied_name).await;
     }
-    if flotilla_kube::finalizer::add(&works, work.as_ref(), MANIFEST_WORK_FINALIZER).await? {
-        return Ok(Action::await_change());
-    }
+    // Add the finalizer and go on with the object the write returned (its resourceVersion
+    // guards the status write below), rather than waiting for the watch to bring it back.
+    let work = if flotilla_kube::finalizer::has(work.as_ref(), MANIFEST_WORK_FINALIZER) {
+        work
+    } else {
+        let mut finalizers = work.metadata.finalizers.clone().unwrap_or_default();
+        finalizers.push(MANIFEST_WORK_FINALIZER.to_owned());
+        let patch = serde_json::json!({ "metadata": {
+            "resourceVersion": work.metadata.resource_version, "finalizers": finalizers,
+        }});
+        Arc::new(
+            works
+                .patch(&work.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(Error::kube(format!(
+                    "add the finalizer to ManifestWork {}",
+                    work.name_any()
+                )))?,
+        )
+    };
     let status = work.status.clone().unwrap_or_default();
     if is_true(&status.conditions, CONDITION_COMPLETE) {
         return Ok(Action::await_change());
     }
 
-    let applied = ensure_applied(&ctx, &work, &applied_api, &applied_name).await?;
+    let applied = ensure_applied(
+        &ctx,
+        &work,
+        &applied_api,
+        &applied_name,
+        status.conditions.is_empty(),
+    )
+    .await?;
     if applied.meta().deletion_timestamp.is_some() {
         return Err(Error::Waiting(format!(
             "AppliedManifestWork {applied_name} to finish deleting"
@@ -82,7 +106,8 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
     let owner = owner_reference(&applied_name, &applied_uid);
     let generation = work.meta().generation.unwrap_or_default();
 
-    let (results, executor_denied) = apply_all(&ctx, &work, &status, &owner).await;
+    let recorded = applied.status.clone().unwrap_or_default().applied_resources;
+    let (results, executor_denied) = apply_all(&ctx, &work, &status, &owner, &recorded).await;
 
     // Record what exists now; clean up what the spec no longer holds.
     let previous = applied.status.clone().unwrap_or_default();
@@ -254,16 +279,20 @@ fn find_config<'a>(
     })
 }
 
+/// The AppliedManifestWork `name`, created when missing. A work without status is most likely
+/// new, so creating is tried first for it (reading first for the others).
 async fn ensure_applied(
     ctx: &Context,
     work: &ManifestWork,
     api: &Api<AppliedManifestWork>,
     name: &str,
+    new_work: bool,
 ) -> Result<AppliedManifestWork> {
-    if let Some(existing) = api
-        .get_opt(name)
-        .await
-        .map_err(Error::kube(format!("read AppliedManifestWork {name}")))?
+    if !new_work
+        && let Some(existing) = api
+            .get_opt(name)
+            .await
+            .map_err(Error::kube(format!("read AppliedManifestWork {name}")))?
     {
         return Ok(existing);
     }
@@ -281,9 +310,17 @@ async fn ensure_applied(
         },
         status: None,
     };
-    api.create(&PostParams::default(), &applied)
-        .await
-        .map_err(Error::kube(format!("create AppliedManifestWork {name}")))
+    match api.create(&PostParams::default(), &applied).await {
+        Ok(created) => Ok(created),
+        Err(kube::Error::Api(status)) if status.code == 409 => api
+            .get(name)
+            .await
+            .map_err(Error::kube(format!("read AppliedManifestWork {name}"))),
+        Err(source) => Err(Error::Kube {
+            action: format!("create AppliedManifestWork {name}"),
+            source,
+        }),
+    }
 }
 
 /// Deleting work: `Deleting`, then the AppliedManifestWork (whose own finalizer removes the
@@ -356,6 +393,7 @@ async fn apply_all(
     work: &ManifestWork,
     status: &ManifestWorkStatus,
     owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    recorded: &[AppliedManifestResourceMeta],
 ) -> (Vec<ManifestResult>, bool) {
     let manifests = &work.spec.workload.manifests;
     let kinds: Vec<Option<&str>> = manifests
@@ -376,6 +414,7 @@ async fn apply_all(
             manifest,
             ordinal,
             executor_user.as_deref(),
+            recorded,
             &mut flags,
         )
         .await;
@@ -403,6 +442,7 @@ async fn apply_one(
     manifest: &Value,
     ordinal: i32,
     executor_user: Option<&str>,
+    recorded: &[AppliedManifestResourceMeta],
     flags: &mut Flags,
 ) -> ManifestResult {
     let mut meta = ManifestResourceMeta {
@@ -515,7 +555,13 @@ async fn apply_one(
         flags.denied = true;
         outcome = ApplyOutcome::Failed(message);
     } else {
-        match apply::apply(&api, &name, desired, strategy, ssa, &required).await {
+        let known = recorded.iter().any(|r| {
+            r.group == meta.group
+                && r.resource == meta.resource
+                && r.namespace == meta.namespace
+                && r.name == meta.name
+        });
+        match apply::apply(&api, &name, desired, strategy, ssa, &required, known).await {
             Ok(object) => live = Some(object),
             Err(failure) => outcome = failure,
         }
