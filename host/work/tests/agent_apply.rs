@@ -16,6 +16,7 @@ use flotilla_api::work::v1::{
     ValueType,
 };
 use flotilla_core::work::agent::names::{applied_manifest_work_name, hub_hash};
+use flotilla_work::agent::AgentOptions;
 use futures::StreamExt;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
 use kube::{
@@ -615,6 +616,51 @@ async fn a_shared_object_survives_until_the_last_work_lets_go() {
         .unwrap();
     agent.wait_gone("share-2").await;
     wait_object(&cms, "common", "deleted with the last work", |cm| {
+        cm.is_none_or(|c| c.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_record_whose_work_vanished_from_the_hub_is_evicted_after_the_grace_period() {
+    let cluster = "cluster-evict";
+    let options = AgentOptions {
+        eviction_grace_period: std::time::Duration::from_secs(3),
+        ..options(cluster)
+    };
+    let agent = start_agent_with(cluster, options.clone()).await;
+    let ns = "work-evict";
+    ensure_namespace(&agent, ns).await;
+    agent
+        .create(&work("vanishing", vec![config_map(ns, "left-behind", json!({}))]))
+        .await;
+    agent.wait_condition("vanishing", "Applied", "True").await;
+
+    // The work disappears while no agent runs (its finalizer removed by hand).
+    let (hub, _) = planes().await;
+    let hub_admin = agent.hub.clone();
+    let managed = agent.managed.clone();
+    drop(agent);
+    let works: Api<ManifestWork> = Api::namespaced(hub_admin, cluster);
+    let patch = json!({ "metadata": { "finalizers": null } });
+    works
+        .patch("vanishing", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    works.delete("vanishing", &DeleteParams::default()).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(managed.clone(), ns);
+    assert!(cms.get_opt("left-behind").await.unwrap().is_some());
+
+    // A new agent marks the record, then evicts it: its objects go with it.
+    let records: Api<AppliedManifestWork> = Api::all(managed);
+    let name = applied_manifest_work_name(&hub_hash(hub.server()), "vanishing");
+    let _agent = start_agent_with(cluster, options).await;
+    wait_object(&records, &name, "eviction started or done", |record| {
+        record.is_none_or(|r| r.status.as_ref().is_some_and(|s| s.eviction_start_time.is_some()))
+    })
+    .await;
+    wait_object(&records, &name, "record evicted", |record| record.is_none()).await;
+    wait_object(&cms, "left-behind", "object removed with the record", |cm| {
         cm.is_none_or(|c| c.metadata.deletion_timestamp.is_some())
     })
     .await;
