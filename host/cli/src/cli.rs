@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{accept, controlplane, get, init, join, plugin, run};
+use crate::{accept, controlplane, get, init, join, plugin, run, work};
 
 /// Flotilla: a multicluster control plane that speaks Open Cluster Management's APIs.
 #[derive(Debug, Parser)]
@@ -46,9 +46,15 @@ pub enum Command {
     Accept(accept::AcceptArgs),
     /// Remove the klusterlet from a managed cluster.
     Unjoin(join::UnjoinArgs),
-    /// Show clusters, cluster sets or the join command.
+    /// Show clusters, cluster sets, works or the join command.
     #[command(subcommand)]
     Get(get::Command),
+    /// Create ManifestWorks.
+    #[command(subcommand)]
+    Create(CreateCommand),
+    /// Delete ManifestWorks.
+    #[command(subcommand)]
+    Delete(DeleteCommand),
     /// Run a real local Kubernetes control plane (etcd, kube-apiserver,
     /// kube-controller-manager) on loopback.
     #[command(subcommand)]
@@ -56,6 +62,20 @@ pub enum Command {
     /// Run, inspect and publish add-on plugins (WebAssembly components).
     #[command(subcommand)]
     Plugin(plugin::Command),
+}
+
+/// `flotilla create …`.
+#[derive(Debug, Subcommand)]
+pub enum CreateCommand {
+    /// Wrap the objects of a file or directory in a ManifestWork for each cluster.
+    Work(work::CreateWorkArgs),
+}
+
+/// `flotilla delete …`.
+#[derive(Debug, Subcommand)]
+pub enum DeleteCommand {
+    /// Delete a ManifestWork from clusters.
+    Work(work::DeleteWorkArgs),
 }
 
 impl Cli {
@@ -68,6 +88,8 @@ impl Cli {
             Command::Accept(args) => accept::accept(&self.global, &args).await,
             Command::Unjoin(args) => join::unjoin(&self.global, &args).await,
             Command::Get(command) => command.run(&self.global).await,
+            Command::Create(CreateCommand::Work(args)) => work::create(&self.global, &args).await,
+            Command::Delete(DeleteCommand::Work(args)) => work::delete(&self.global, &args).await,
             Command::Controlplane(command) => command.run(&self.global).await,
             Command::Plugin(command) => command.run(&self.global).await,
         }

@@ -1,4 +1,4 @@
-//! `flotilla get clusters|clustersets|token`: tables in clusteradm's spirit, or objects with
+//! `flotilla get clusters|clustersets|works|token`: tables in clusteradm's spirit, or objects with
 //! `-o yaml|json`.
 
 use clap::{Args, Subcommand};
@@ -23,6 +23,8 @@ pub enum Command {
     Clusters(OutputArgs),
     /// Cluster sets: the namespaces they are bound to and how many clusters they select.
     Clustersets(OutputArgs),
+    /// ManifestWorks: Applied/Available/Progressing per work, or per manifest for one work.
+    Works(crate::work::GetWorksArgs),
     /// The command that joins a cluster to this hub.
     Token(init::TokenArgs),
 }
@@ -39,6 +41,7 @@ impl Command {
         match self {
             Command::Clusters(args) => clusters(global, args.format).await,
             Command::Clustersets(args) => clustersets(global, args.format).await,
+            Command::Works(args) => crate::work::get(global, &args).await,
             Command::Token(args) => init::token(global, &args).await,
         }
     }

@@ -109,6 +109,9 @@ pub async fn init(global: &GlobalArgs, args: &InitArgs) -> anyhow::Result<()> {
     flotilla_registration::admission::install(&client)
         .await
         .context("install admission policies")?;
+    flotilla_work::admission::install(&client)
+        .await
+        .context("install the ManifestWork admission policy")?;
 
     step("default cluster sets");
     let sets: Api<ManagedClusterSet> = Api::all(client.clone());

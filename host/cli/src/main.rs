@@ -11,6 +11,7 @@ mod local;
 mod output;
 mod plugin;
 mod run;
+mod work;
 
 use clap::Parser;
 

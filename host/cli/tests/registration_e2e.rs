@@ -290,6 +290,66 @@ async fn clusters_join_get_accepted_become_available_and_recover_after_an_agent_
         "{table}"
     );
 
+    // The klusterlet's work agent applies a work with the credential the registration agent
+    // wrote; the hub's admission webhook (registered by `flotilla hub`) lets it through.
+    let manifest = state.join("work.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-the-hub, namespace: default}\ndata: {k: v}\n",
+    )
+    .unwrap();
+    ok(flotilla(
+        state,
+        hub.admin_kubeconfig(),
+        &[
+            "create",
+            "work",
+            "e2e-work",
+            "-f",
+            manifest.to_str().unwrap(),
+            "--clusters",
+            "cluster1",
+        ],
+    ));
+    let applied = wait::until(
+        "the work applied on cluster1",
+        Duration::from_secs(90),
+        || async {
+            let works = ok(flotilla(
+                state,
+                hub.admin_kubeconfig(),
+                &["get", "works", "--cluster", "cluster1"],
+            ));
+            let row = works
+                .lines()
+                .find(|l| l.contains("e2e-work"))
+                .unwrap_or_default()
+                .to_owned();
+            let columns: Vec<&str> = row.split_whitespace().collect();
+            Ok::<_, String>((columns.get(3) == Some(&"True")).then_some(()))
+        },
+    )
+    .await;
+    if let Err(e) = applied {
+        let log = std::fs::read_to_string(state.join("klusterlets").join("cluster1").join("klusterlet.log"))
+            .unwrap_or_default();
+        panic!("{e}\nklusterlet log:\n{log}");
+    }
+    let cm = one
+        .kubectl()
+        .args([
+            "get",
+            "configmap",
+            "from-the-hub",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.data.k}",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&cm.stdout), "v");
+
     let pid = klusterlet_pid(state, "cluster1");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),

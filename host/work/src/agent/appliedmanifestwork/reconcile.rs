@@ -1,0 +1,86 @@
+//! One reconcile of an AppliedManifestWork: finalize when deleting, else eviction
+//! bookkeeping for records of this hub.
+
+use std::{sync::Arc, time::Duration};
+
+use flotilla_api::work::{
+    consts::APPLIED_MANIFEST_WORK_FINALIZER,
+    v1::{AppliedManifestWork, AppliedManifestWorkStatus, ManifestWork},
+};
+use flotilla_core::work::agent::names::work_name_of;
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::DeleteParams,
+    runtime::{controller::Action, reflector::ObjectRef},
+};
+
+use crate::agent::{Context, Error, Result, cleanup::cleanup_resources};
+
+/// Reconciles `applied`.
+pub(crate) async fn reconcile(applied: Arc<AppliedManifestWork>, ctx: Arc<Context>) -> Result<Action> {
+    let api: Api<AppliedManifestWork> = Api::all(ctx.managed.clone());
+    let name = applied.name_any();
+    let status = applied.status.clone().unwrap_or_default();
+
+    if applied.meta().deletion_timestamp.is_some() {
+        if applied.spec.hub_hash != ctx.hub_hash
+            || !flotilla_kube::finalizer::has(applied.as_ref(), APPLIED_MANIFEST_WORK_FINALIZER)
+        {
+            return Ok(Action::await_change());
+        }
+        let uid = applied.uid().unwrap_or_default();
+        let reason = format!("AppliedManifestWork {name} is deleted");
+        let pending = cleanup_resources(&ctx.managed, &status.applied_resources, &uid, &reason).await?;
+        if pending.is_empty() {
+            flotilla_kube::finalizer::remove(&api, applied.as_ref(), APPLIED_MANIFEST_WORK_FINALIZER).await?;
+            return Ok(Action::await_change());
+        }
+        let desired = AppliedManifestWorkStatus {
+            applied_resources: pending,
+            ..status.clone()
+        };
+        super::patch_status(&api, applied.as_ref(), &desired).await?;
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+
+    // Records of another hub (or another agent) are not ours to evict.
+    let Some(work_name) = work_name_of(&ctx.hub_hash, &name) else {
+        return Ok(Action::await_change());
+    };
+    if applied.spec.agent_id != ctx.agent_id {
+        return Ok(Action::await_change());
+    }
+    let key = ObjectRef::<ManifestWork>::new(work_name).within(&ctx.cluster);
+    let present = ctx.works.get(&key).is_some();
+    let grace = ctx.options.eviction_grace_period;
+    let now = Timestamp::now();
+    let (desired_start, action) = match (&status.eviction_start_time, present) {
+        (_, true) => (None, Action::requeue(Duration::from_secs(60))),
+        (None, false) => (
+            Some(Time(now)),
+            Action::requeue(grace.min(Duration::from_secs(60))),
+        ),
+        (Some(start), false) => {
+            let elapsed = now.duration_since(start.0);
+            let elapsed = Duration::try_from(elapsed).unwrap_or_default();
+            if elapsed >= grace {
+                tracing::info!(applied = %name, "evicting: the work is gone from the hub for the whole grace period");
+                api.delete(&name, &DeleteParams::default())
+                    .await
+                    .map_err(Error::kube(format!("evict AppliedManifestWork {name}")))?;
+                return Ok(Action::await_change());
+            }
+            (
+                Some(start.clone()),
+                Action::requeue((grace - elapsed).min(Duration::from_secs(60))),
+            )
+        }
+    };
+    let desired = AppliedManifestWorkStatus {
+        eviction_start_time: desired_start,
+        ..status.clone()
+    };
+    super::patch_status(&api, applied.as_ref(), &desired).await?;
+    Ok(action)
+}

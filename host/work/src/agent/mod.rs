@@ -1,0 +1,164 @@
+//! The work agent `flotilla klusterlet` runs beside the registration agent (ocm-reference §3).
+//!
+//! ```text
+//!  hub-kubeconfig-secret (written and rotated by the registration agent)
+//!      │ read; re-read every credential poll, controllers restarted on change
+//!      ▼
+//!  hub: ManifestWorks in ns <cluster> ──watch──▶ manifestwork::reconcile
+//!        ▲ finalizer, status                     │ apply in kind order, record, clean up
+//!        └───────────────────────────────────────┤
+//!  managed: AppliedManifestWork <hubHash>-<work> ◀┘──▶ appliedmanifestwork::reconcile
+//!           (finalizer: delete what it owns, evict when the work vanished from the hub)
+//! ```
+//!
+//! Nothing is deleted because the hub cannot be reached: deletions follow only what the agent
+//! read from the hub (a manifest dropped from a spec it saw, a work whose deletion it saw, or
+//! a work missing from a successful list for the whole eviction grace period).
+
+pub mod error;
+
+mod appliedmanifestwork;
+mod apply;
+mod cleanup;
+mod discovery;
+mod executor;
+mod hub;
+mod manifestwork;
+
+use std::{sync::Arc, time::Duration};
+
+use flotilla_api::work::v1::{AppliedManifestWork, ManifestWork};
+use flotilla_core::work::agent::names::hub_hash;
+use flotilla_registration::names::{AGENT_NAMESPACE, HUB_KUBECONFIG_SECRET};
+use kube::{
+    Api, Client,
+    runtime::{Controller, controller::Config as ControllerConfig, watcher},
+};
+
+pub use error::{Error, Result};
+
+/// How the work agent runs. [`AgentOptions::default`] gives OCM's defaults.
+#[derive(Clone, Debug)]
+pub struct AgentOptions {
+    /// The cluster (namespace on the hub) whose works to apply; when `None`, the
+    /// `cluster-name` key of the hub kubeconfig secret.
+    pub cluster_name: Option<String>,
+    /// `spec.agentID` of new AppliedManifestWorks; the hub hash when `None`, as in OCM.
+    pub agent_id: Option<String>,
+    /// Namespace of the hub kubeconfig secret on the managed cluster.
+    pub agent_namespace: String,
+    /// The secret holding the hub kubeconfig (`kubeconfig`, optionally `tls.crt`/`tls.key`,
+    /// `cluster-name`), written by the registration agent.
+    pub hub_kubeconfig_secret: String,
+    /// How often status (availability, feedback, condition rules) is refreshed for works that
+    /// need it (10 s, OCM's `--status-sync-interval`).
+    pub status_sync_interval: Duration,
+    /// Base of the full resync that reverts drift; each requeue is jittered ±50 % (4 minutes).
+    pub resync_interval: Duration,
+    /// How long an AppliedManifestWork whose work vanished from the hub is kept (60 minutes,
+    /// OCM's `--appliedmanifestwork-eviction-grace-period`).
+    pub eviction_grace_period: Duration,
+    /// How often the hub kubeconfig secret is checked for a rotated credential (10 s).
+    pub credential_poll_interval: Duration,
+    /// How long applying a CRD waits for it to be Established before its custom resources
+    /// are applied (30 s; they fail with a clear condition and are retried after that).
+    pub crd_established_timeout: Duration,
+    /// Retry delay after an executor was denied (60 s, as OCM).
+    pub executor_retry_interval: Duration,
+    /// Works reconciled at once (10, as OCM's workers).
+    pub workers: u16,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        Self {
+            cluster_name: None,
+            agent_id: None,
+            agent_namespace: AGENT_NAMESPACE.to_owned(),
+            hub_kubeconfig_secret: HUB_KUBECONFIG_SECRET.to_owned(),
+            status_sync_interval: Duration::from_secs(10),
+            resync_interval: Duration::from_secs(4 * 60),
+            eviction_grace_period: Duration::from_secs(60 * 60),
+            credential_poll_interval: Duration::from_secs(10),
+            crd_established_timeout: Duration::from_secs(30),
+            executor_retry_interval: Duration::from_secs(60),
+            workers: 10,
+        }
+    }
+}
+
+/// What both controllers share for one hub connection.
+pub(crate) struct Context {
+    /// Client of the hub, with the agent's hub credential.
+    pub hub: Client,
+    /// Client of the managed cluster.
+    pub managed: Client,
+    /// The cluster namespace on the hub.
+    pub cluster: String,
+    /// Lower-hex SHA-256 of the hub URL.
+    pub hub_hash: String,
+    /// `spec.agentID` of new AppliedManifestWorks.
+    pub agent_id: String,
+    /// Discovery of the managed cluster.
+    pub discovery: discovery::Discovery,
+    /// The options.
+    pub options: AgentOptions,
+    /// The works last listed from the hub (for eviction).
+    pub works: kube::runtime::reflector::Store<ManifestWork>,
+}
+
+/// Runs the work agent against the managed cluster `managed` until dropped: waits for the hub
+/// kubeconfig secret, runs the controllers on it, and starts them again on a new credential.
+pub async fn run(managed: Client, options: AgentOptions) -> Result<()> {
+    loop {
+        let connection = hub::wait_for(&managed, &options).await;
+        let fingerprint = connection.fingerprint.clone();
+        tracing::info!(hub = %connection.server, cluster = %connection.cluster, "work agent starting");
+        tokio::select! {
+            () = run_controllers(managed.clone(), options.clone(), connection) => {}
+            () = hub::wait_for_change(&managed, &options, &fingerprint) => {
+                tracing::info!("hub credential changed; restarting the work agent's controllers");
+            }
+        }
+    }
+}
+
+async fn run_controllers(managed: Client, options: AgentOptions, connection: hub::Connection) {
+    let works_api: Api<ManifestWork> = Api::namespaced(connection.client.clone(), &connection.cluster);
+    let works_controller = Controller::new(works_api, watcher::Config::default())
+        .with_config(ControllerConfig::default().concurrency(options.workers));
+    let hash = hub_hash(&connection.server);
+    let context = Arc::new(Context {
+        hub: connection.client,
+        managed: managed.clone(),
+        cluster: connection.cluster,
+        agent_id: options.agent_id.clone().unwrap_or_else(|| hash.clone()),
+        hub_hash: hash,
+        discovery: discovery::Discovery::new(managed.clone()),
+        works: works_controller.store(),
+        options,
+    });
+    let applied_api: Api<AppliedManifestWork> = Api::all(managed);
+    let applied_controller = Controller::new(applied_api, watcher::Config::default());
+    let applied_context = context.clone();
+    tokio::join!(
+        flotilla_kube::controller::run(
+            "work-agent-manifestwork",
+            works_controller,
+            manifestwork::reconcile,
+            context
+        ),
+        async move {
+            // Eviction decides from the hub's list: start only once it has been read.
+            if applied_context.works.wait_until_ready().await.is_ok() {
+                flotilla_kube::controller::run(
+                    "work-agent-appliedmanifestwork",
+                    applied_controller,
+                    appliedmanifestwork::reconcile,
+                    applied_context,
+                )
+                .await;
+            }
+        }
+    );
+}

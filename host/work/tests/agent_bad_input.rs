@@ -1,0 +1,149 @@
+//! Bad input, against real control planes: each bad manifest fails alone (`Applied` False with
+//! a message a person can act on) while the others apply; an executor without permission is
+//! refused (malformed works refused at admission: `hub_admission.rs`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
+
+mod agent_support;
+
+use agent_support::*;
+use flotilla_api::work::v1::{
+    ManifestWorkExecutor, ManifestWorkExecutorSubject, ManifestWorkSubjectServiceAccount,
+};
+use k8s_openapi::api::{
+    core::v1::ConfigMap,
+    rbac::v1::{Role, RoleBinding},
+};
+use kube::{Api, api::PostParams};
+use serde_json::{Value, json};
+
+fn config_map(namespace: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": name, "namespace": namespace },
+        "data": { "k": "v" },
+    })
+}
+
+fn crd(name: &str, plural: &str, kind: &str, short: &[&str]) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": { "name": name },
+        "spec": {
+            "group": "bad.flotilla.dev", "scope": "Namespaced",
+            "names": { "plural": plural, "singular": plural.trim_end_matches('s'), "kind": kind,
+                       "listKind": format!("{kind}List"), "shortNames": short },
+            "versions": [{ "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }],
+        },
+    })
+}
+
+#[tokio::test]
+async fn each_bad_manifest_fails_alone_with_a_message_while_the_others_apply() {
+    let agent = start_agent("cluster-bad").await;
+    let ns = "work-bad";
+    namespace(&agent.managed, ns).await;
+    // A CRD whose short name collides with another's plural is never Established.
+    let manifests = vec![
+        config_map(ns, "good"),
+        json!({ "apiVersion": "nothing.flotilla.dev/v1", "kind": "Gadget", "metadata": { "name": "g", "namespace": ns } }),
+        json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "Not_A_Valid_Name", "namespace": ns } }),
+        config_map("no-such-namespace", "lost"),
+        crd("alphas.bad.flotilla.dev", "alphas", "Alpha", &[]),
+        crd("betas.bad.flotilla.dev", "betas", "Beta", &["alphas"]),
+        json!({ "apiVersion": "bad.flotilla.dev/v1", "kind": "Beta", "metadata": { "name": "b", "namespace": ns } }),
+    ];
+    agent.create(&work("bad", manifests)).await;
+    let failed = agent
+        .wait_work("bad", "every manifest reported", |w| {
+            w.status
+                .as_ref()
+                .is_some_and(|s| s.resource_status.manifests.len() == 7)
+                && manifest_condition(w, 0, "Applied").is_some_and(|c| c.status == "True")
+        })
+        .await;
+    let applied = work_condition(&failed, "Applied").unwrap();
+    assert_eq!(
+        (applied.status.as_str(), applied.reason.as_str()),
+        ("False", "AppliedManifestWorkFailed")
+    );
+    let expect = |ordinal: i32, status: &str, hint: &str| {
+        let condition = manifest_condition(&failed, ordinal, "Applied").unwrap();
+        assert_eq!(condition.status, status, "manifest {ordinal}: {condition:?}");
+        if status == "False" {
+            assert_eq!(condition.reason, "AppliedManifestFailed");
+            assert!(
+                condition.message.contains(hint),
+                "manifest {ordinal}: {}",
+                condition.message
+            );
+        }
+    };
+    expect(0, "True", "");
+    expect(1, "False", "does not serve nothing.flotilla.dev/v1");
+    expect(2, "False", "Not_A_Valid_Name");
+    expect(3, "False", "no-such-namespace");
+    expect(4, "True", "");
+    expect(5, "False", "not Established");
+    expect(6, "False", "serves no kind Beta");
+    let cms: Api<ConfigMap> = Api::namespaced(agent.managed.clone(), ns);
+    assert!(cms.get_opt("good").await.unwrap().is_some());
+    let unknown = manifest_condition(&failed, 1, "Available").unwrap();
+    assert_eq!(unknown.reason, "IncompleteResourceMeta");
+}
+
+#[tokio::test]
+async fn an_executor_without_permission_fails_every_manifest_with_the_reason() {
+    let agent = start_agent("cluster-executor").await;
+    let ns = "work-executor";
+    namespace(&agent.managed, ns).await;
+    let mut work = work("executor", vec![config_map(ns, "as-executor")]);
+    work.spec.executor = Some(ManifestWorkExecutor {
+        subject: ManifestWorkExecutorSubject {
+            service_account: Some(ManifestWorkSubjectServiceAccount {
+                namespace: ns.into(),
+                name: "nobody".into(),
+            }),
+            ..Default::default()
+        },
+    });
+    agent.create(&work).await;
+    let failed = agent.wait_condition("executor", "Applied", "False").await;
+    let condition = manifest_condition(&failed, 0, "Applied").unwrap();
+    assert!(
+        condition
+            .message
+            .contains("system:serviceaccount:work-executor:nobody is not allowed to create configmaps"),
+        "{}",
+        condition.message
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(agent.managed.clone(), ns);
+    assert!(cms.get_opt("as-executor").await.unwrap().is_none());
+
+    // Granted the permissions on the managed cluster, the retried work applies.
+    let role: Role = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": { "name": "executor", "namespace": ns },
+        "rules": [{ "apiGroups": [""], "resources": ["configmaps"],
+                    "verbs": ["create", "update", "patch", "get", "delete"] }],
+    }))
+    .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": { "name": "executor", "namespace": ns },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "executor" },
+        "subjects": [{ "kind": "ServiceAccount", "name": "nobody", "namespace": ns }],
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(agent.managed.clone(), ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(agent.managed.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    agent.wait_condition("executor", "Applied", "True").await;
+    assert!(cms.get_opt("as-executor").await.unwrap().is_some());
+}
