@@ -32,9 +32,11 @@ pub async fn hub(global: &GlobalArgs, _args: &HubArgs) -> anyhow::Result<()> {
     flotilla_registration::admission::install(&client)
         .await
         .context("install admission policies")?;
-    eprintln!("flotilla hub: running registration controllers");
+    eprintln!("flotilla hub: running registration and placement controllers");
+    let placement = flotilla_placement::run(client.clone(), flotilla_placement::PlacementOptions::default());
     tokio::select! {
         result = hub::run(client, hub::HubOptions::default()) => result.context("hub controllers stopped"),
+        () = placement => anyhow::bail!("placement controller stopped"),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod conditions;
 pub mod names;
+pub mod placement;
 pub mod registration;
 pub mod selector;
 pub mod x509;
