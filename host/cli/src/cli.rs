@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{accept, controlplane, get, init, join, plugin, run};
+use crate::{accept, clusterset, controlplane, get, init, join, plugin, run};
 
 /// Flotilla: a multicluster control plane that speaks Open Cluster Management's APIs.
 #[derive(Debug, Parser)]
@@ -46,9 +46,12 @@ pub enum Command {
     Accept(accept::AcceptArgs),
     /// Remove the klusterlet from a managed cluster.
     Unjoin(join::UnjoinArgs),
-    /// Show clusters, cluster sets or the join command.
+    /// Show clusters, cluster sets, placements or the join command.
     #[command(subcommand)]
     Get(get::Command),
+    /// Bind cluster sets to namespaces and choose their clusters.
+    #[command(subcommand)]
+    Clusterset(clusterset::Command),
     /// Run a real local Kubernetes control plane (etcd, kube-apiserver,
     /// kube-controller-manager) on loopback.
     #[command(subcommand)]
@@ -68,6 +71,7 @@ impl Cli {
             Command::Accept(args) => accept::accept(&self.global, &args).await,
             Command::Unjoin(args) => join::unjoin(&self.global, &args).await,
             Command::Get(command) => command.run(&self.global).await,
+            Command::Clusterset(command) => command.run(&self.global).await,
             Command::Controlplane(command) => command.run(&self.global).await,
             Command::Plugin(command) => command.run(&self.global).await,
         }

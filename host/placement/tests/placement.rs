@@ -311,7 +311,8 @@ async fn a_toleration_of_unreachable_keeps_the_cluster_until_its_seconds_run_out
     let client = hub().await;
     world(&client, "toleration", "toleration-set").await;
     // The taint was added 280 s ago: a 300 s toleration runs out in 20 s.
-    let added = Timestamp::now() - SignedDuration::from_secs(280);
+    // Whole seconds: the apiserver stores `timeAdded` with second precision.
+    let added = Timestamp::from_second(Timestamp::now().as_second() - 280).unwrap();
     let taint = json!([{"key": "cluster.open-cluster-management.io/unreachable", "effect": "NoSelect",
                         "timeAdded": added.to_string()}]);
     cluster(
