@@ -36,6 +36,11 @@ impl Default for PlacementOptions {
     }
 }
 
+/// How many scheduling passes the placement controllers of this process have run.
+pub fn scheduling_passes() -> u64 {
+    scheduling::SCHEDULED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Runs the placement controller until the future is dropped.
 pub async fn run(client: Client, options: PlacementOptions) {
     tracing::info!("placement controller starting");

@@ -49,6 +49,9 @@ use serde::de::DeserializeOwned;
 
 use crate::PlacementOptions;
 
+/// Scheduling passes run by this process (all placements), for benchmarks and diagnostics.
+pub(crate) static SCHEDULED: AtomicU64 = AtomicU64::new(0);
+
 /// Decisions per cluster name.
 type DecisionCounts = Arc<BTreeMap<String, i64>>;
 

@@ -49,6 +49,7 @@ pub(super) async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> R
     {
         return Ok(Action::await_change());
     }
+    super::SCHEDULED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let namespace = placement.namespace().unwrap_or_default();
     let name = placement.name_any();
 
