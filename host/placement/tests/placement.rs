@@ -606,3 +606,66 @@ async fn the_scheduling_disable_annotation_leaves_a_placement_alone() {
     assert!(off.status.is_none_or(|s| s.conditions.is_none()));
     assert!(decided(&client, "disabled", "off").await.is_empty());
 }
+
+#[tokio::test]
+async fn an_unchanged_placement_is_not_written_and_a_change_is_reported_with_scores() {
+    let client = hub().await;
+    world(&client, "quiet", "quiet-set").await;
+    cluster(&client, "quiet-a", "quiet-set", json!({}), json!([]), json!([])).await;
+    cluster(&client, "quiet-b", "quiet-set", json!({}), json!([]), json!([])).await;
+    placement(&client, "quiet", "all", json!({})).await;
+    placement(
+        &client,
+        "quiet",
+        "picky",
+        json!({"predicates": [{"requiredClusterSelector": {"labelSelector": {"matchLabels": {"pick": "me"}}}}]}),
+    )
+    .await;
+    wait_decided(&client, "quiet", "all", &["quiet-a", "quiet-b"]).await;
+    wait_condition(
+        &client,
+        "quiet",
+        "picky",
+        "PlacementSatisfied",
+        "False",
+        "NoManagedClusterMatched",
+    )
+    .await;
+    let decisions = Api::<PlacementDecision>::namespaced(client.clone(), "quiet");
+    let placements = Api::<Placement>::namespaced(client.clone(), "quiet");
+    let decision_version = decisions.get("all-decision-1").await.unwrap().resource_version();
+    let placement_version = placements.get("all").await.unwrap().resource_version();
+
+    // One label change triggers both placements; only `picky`'s decision changes.
+    let patch = json!({"metadata": {"labels": {"pick": "me"}}});
+    Api::<ManagedCluster>::all(client.clone())
+        .patch("quiet-b", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    wait_decided(&client, "quiet", "picky", &["quiet-b"]).await;
+    assert_eq!(
+        decisions.get("all-decision-1").await.unwrap().resource_version(),
+        decision_version
+    );
+    assert_eq!(
+        placements.get("all").await.unwrap().resource_version(),
+        placement_version
+    );
+
+    // The changed decision is reported with the score of each selected cluster.
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), "quiet");
+    let note = wait::until("a ScoreUpdate event for picky", TIMEOUT, || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&ListParams::default()).await?;
+            Ok::<_, kube::Error>(list.items.into_iter().find_map(|e| {
+                (e.reason.as_deref() == Some("ScoreUpdate")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("picky"))
+                .then(|| e.note.unwrap_or_default())
+            }))
+        }
+    })
+    .await
+    .unwrap();
+    assert!(note.starts_with("quiet-b:"), "{note}");
+}
