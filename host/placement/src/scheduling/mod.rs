@@ -182,7 +182,8 @@ impl Context {
     }
 
     /// Placements a change of `cluster` (or its deletion) can affect; updates the index.
-    fn on_cluster(&self, cluster: &ManagedCluster, deleted: bool) -> Vec<ObjectRef<Placement>> {
+    fn on_cluster(&self, cluster: &ManagedCluster, seen: Seen) -> Vec<ObjectRef<Placement>> {
+        let deleted = seen == Seen::Deleted;
         let now = if deleted {
             BTreeSet::new()
         } else {
@@ -200,6 +201,9 @@ impl Context {
                 .unwrap_or_default()
         };
         drop(membership);
+        if seen == Seen::Initial {
+            return Vec::new();
+        }
         self.placements_seeing(&before.union(&now).cloned().collect())
     }
 
@@ -216,7 +220,7 @@ impl Context {
     }
 
     /// Placements a change of set `set` can affect; refreshes the index for it.
-    fn on_set(&self, set: &str) -> Vec<ObjectRef<Placement>> {
+    fn on_set(&self, set: &str, seen: Seen) -> Vec<ObjectRef<Placement>> {
         let clusters = self.clusters.state();
         let mut membership = self
             .membership
@@ -227,6 +231,9 @@ impl Context {
             membership.insert(cluster.name_any(), sets);
         }
         drop(membership);
+        if seen == Seen::Initial {
+            return Vec::new();
+        }
         self.placements_seeing(&BTreeSet::from([set.to_owned()]))
     }
 
@@ -241,8 +248,20 @@ impl Context {
     }
 }
 
-/// A change seen by one of the reflectors: the object, and whether it was deleted.
-type Change<K> = (Arc<K>, bool);
+/// What happened to an object seen by one of the reflectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    /// Part of the first list: feeds the indexes, triggers nothing (every placement gets an
+    /// initial reconcile from the controller's own watch anyway).
+    Initial,
+    /// Created or changed.
+    Changed,
+    /// Deleted.
+    Deleted,
+}
+
+/// A change seen by one of the reflectors.
+type Change<K> = (Arc<K>, Seen);
 
 /// A reflector over every `K` whose objects lose their managedFields, marking `ready` once
 /// the first list is in, and yielding each later change.
@@ -264,12 +283,9 @@ where
                     ready.store(true, Ordering::Release);
                     None
                 }
-                // Initial objects feed the indexes too; no placement is known to trigger yet
-                // that the controller's own initial pass would not reconcile anyway.
-                Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
-                    Some((Arc::new(object), false))
-                }
-                Ok(watcher::Event::Delete(object)) => Some((Arc::new(object), true)),
+                Ok(watcher::Event::InitApply(object)) => Some((Arc::new(object), Seen::Initial)),
+                Ok(watcher::Event::Apply(object)) => Some((Arc::new(object), Seen::Changed)),
+                Ok(watcher::Event::Delete(object)) => Some((Arc::new(object), Seen::Deleted)),
                 Ok(_) => None,
                 Err(error) => {
                     tracing::debug!(%error, "placement cache watch error; retrying");
@@ -330,30 +346,36 @@ pub(crate) async fn run(client: Client, options: PlacementOptions) {
         {
             let ctx = Arc::clone(&context);
             cluster_changes
-                .map(move |(c, deleted)| ctx.on_cluster(&c, deleted))
+                .map(move |(c, seen)| ctx.on_cluster(&c, seen))
                 .boxed()
         },
         {
             let ctx = Arc::clone(&context);
-            set_changes.map(move |(s, _)| ctx.on_set(&s.name_any())).boxed()
+            set_changes
+                .map(move |(s, seen)| ctx.on_set(&s.name_any(), seen))
+                .boxed()
         },
         {
             let ctx = Arc::clone(&context);
             binding_changes
+                .filter(|(_, seen)| std::future::ready(*seen != Seen::Initial))
                 .map(move |(b, _)| ctx.in_namespace(&b.namespace().unwrap_or_default()))
                 .boxed()
         },
         {
             let ctx = Arc::clone(&context);
             score_changes
+                .filter(|(_, seen)| std::future::ready(*seen != Seen::Initial))
                 .map(move |(s, _)| ctx.on_cluster_namespace(&s.namespace().unwrap_or_default()))
                 .boxed()
         },
         decision_changes
-            .map(move |(d, _)| {
+            .map(move |(d, seen)| {
                 decisions_version.fetch_add(1, Ordering::AcqRel);
                 match (d.labels().get(PLACEMENT_LABEL), d.namespace()) {
-                    (Some(placement), Some(ns)) => vec![ObjectRef::new(placement).within(&ns)],
+                    (Some(placement), Some(ns)) if seen != Seen::Initial => {
+                        vec![ObjectRef::new(placement).within(&ns)]
+                    }
                     _ => Vec::new(),
                 }
             })
