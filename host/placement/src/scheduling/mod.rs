@@ -75,7 +75,27 @@ pub(crate) struct Context {
     counts: Mutex<Option<(u64, DecisionCounts)>>,
     /// Per cluster, the sets it was last seen a member of.
     membership: Mutex<HashMap<String, BTreeSet<String>>>,
+    /// Per PlacementDecision (`namespace/name`), the states this controller's own writes
+    /// leave it in (after create, after the status patch). The watch event of an own write
+    /// must not schedule the placement again: with Balance, a pass right after each write
+    /// would chase the other placements' latest decisions and keep rewriting.
+    pub(crate) written: Mutex<HashMap<String, Vec<DecisionState>>>,
     pub(crate) recorder: Recorder,
+}
+
+/// The parts of a PlacementDecision this controller writes: labels and cluster names.
+pub(crate) type DecisionState = (BTreeMap<String, String>, Vec<String>);
+
+/// The written state of `decision`.
+pub(crate) fn decision_state(decision: &PlacementDecision) -> DecisionState {
+    (
+        decision.labels().clone(),
+        decision
+            .status
+            .iter()
+            .flat_map(|s| s.decisions.iter().map(|d| d.cluster_name.clone()))
+            .collect(),
+    )
 }
 
 impl Context {
@@ -237,6 +257,26 @@ impl Context {
         self.placements_seeing(&BTreeSet::from([set.to_owned()]))
     }
 
+    /// Whether a PlacementDecision event only echoes this controller's own write (or own
+    /// deletion), so that its placement need not be scheduled again.
+    fn is_own_write(&self, decision: &PlacementDecision, seen: Seen) -> bool {
+        let key = format!(
+            "{}/{}",
+            decision.namespace().unwrap_or_default(),
+            decision.name_any()
+        );
+        let written = self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match (seen, written.get(&key)) {
+            // Deleted by this controller: it forgot the decision first.
+            (Seen::Deleted, None) => true,
+            (Seen::Changed, Some(states)) => states.contains(&decision_state(decision)),
+            _ => false,
+        }
+    }
+
     /// Every placement in `namespace`.
     fn in_namespace(&self, namespace: &str) -> Vec<ObjectRef<Placement>> {
         self.placements
@@ -339,6 +379,7 @@ pub(crate) async fn run(client: Client, options: PlacementOptions) {
         decisions_version: Arc::clone(&decisions_version),
         counts: Mutex::new(None),
         membership: Mutex::new(HashMap::new()),
+        written: Mutex::new(HashMap::new()),
         recorder,
     });
 
@@ -369,17 +410,21 @@ pub(crate) async fn run(client: Client, options: PlacementOptions) {
                 .map(move |(s, _)| ctx.on_cluster_namespace(&s.namespace().unwrap_or_default()))
                 .boxed()
         },
-        decision_changes
-            .map(move |(d, seen)| {
-                decisions_version.fetch_add(1, Ordering::AcqRel);
-                match (d.labels().get(PLACEMENT_LABEL), d.namespace()) {
-                    (Some(placement), Some(ns)) if seen != Seen::Initial => {
-                        vec![ObjectRef::new(placement).within(&ns)]
+        {
+            let ctx = Arc::clone(&context);
+            decision_changes
+                .map(move |(d, seen)| {
+                    decisions_version.fetch_add(1, Ordering::AcqRel);
+                    if seen == Seen::Initial || ctx.is_own_write(&d, seen) {
+                        return Vec::new();
                     }
-                    _ => Vec::new(),
-                }
-            })
-            .boxed(),
+                    match (d.labels().get(PLACEMENT_LABEL), d.namespace()) {
+                        (Some(placement), Some(ns)) => vec![ObjectRef::new(placement).within(&ns)],
+                        _ => Vec::new(),
+                    }
+                })
+                .boxed()
+        },
     ];
     let trigger = futures::stream::select_all(triggers).flat_map(futures::stream::iter);
     let controller = controller.reconcile_on(trigger);

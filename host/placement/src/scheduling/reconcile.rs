@@ -121,10 +121,21 @@ pub(super) async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> R
     let api: Api<PlacementDecision> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut changed = false;
     for page in &pages {
+        let key = format!("{namespace}/{}", page.name);
+        let clusters: Vec<String> = page.decisions.iter().map(|d| d.cluster_name.clone()).collect();
+        let expected = vec![(page.labels.clone(), Vec::new()), (page.labels.clone(), clusters)];
+        ctx.written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, expected);
         changed |= write_page(&api, &placement, page, own.get(&page.name).map(Arc::as_ref)).await?;
     }
     let wanted: BTreeSet<&str> = pages.iter().map(|p| p.name.as_str()).collect();
     for extra in own.keys().filter(|n| !wanted.contains(n.as_str())) {
+        ctx.written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(format!("{namespace}/{extra}"), Vec::new());
         match api.delete(extra, &DeleteParams::default()).await {
             Ok(_) => changed = true,
             Err(kube::Error::Api(status)) if status.code == 404 => {}
