@@ -227,7 +227,16 @@ async fn case(index: usize, placements_count: usize, clusters: usize) -> anyhow:
     Api::<flotilla_api::cluster::v1::ManagedCluster>::all(client.clone())
         .patch("bench-set-00000", &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Wait for quiet: no new scheduling pass for two seconds.
+    let mut last = flotilla_placement::scheduling_passes();
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = flotilla_placement::scheduling_passes();
+        if now == last && now > before {
+            break;
+        }
+        last = now;
+    }
     println!(
         "re-label of one cluster: {} scheduling passes ({placements_count} placements see it, 10 do not)",
         flotilla_placement::scheduling_passes() - before
