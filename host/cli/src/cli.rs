@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{accept, controlplane, get, init, join, plugin, run, work};
+use crate::{accept, clusterset, controlplane, get, init, join, plugin, run, work};
 
 /// Flotilla: a multicluster control plane that speaks Open Cluster Management's APIs.
 #[derive(Debug, Parser)]
@@ -46,7 +46,7 @@ pub enum Command {
     Accept(accept::AcceptArgs),
     /// Remove the klusterlet from a managed cluster.
     Unjoin(join::UnjoinArgs),
-    /// Show clusters, cluster sets, works or the join command.
+    /// Show clusters, cluster sets, placements, works or the join command.
     #[command(subcommand)]
     Get(get::Command),
     /// Create ManifestWorks.
@@ -55,6 +55,9 @@ pub enum Command {
     /// Delete ManifestWorks.
     #[command(subcommand)]
     Delete(DeleteCommand),
+    /// Bind cluster sets to namespaces and choose their clusters.
+    #[command(subcommand)]
+    Clusterset(clusterset::Command),
     /// Run a real local Kubernetes control plane (etcd, kube-apiserver,
     /// kube-controller-manager) on loopback.
     #[command(subcommand)]
@@ -90,6 +93,7 @@ impl Cli {
             Command::Get(command) => command.run(&self.global).await,
             Command::Create(CreateCommand::Work(args)) => work::create(&self.global, &args).await,
             Command::Delete(DeleteCommand::Work(args)) => work::delete(&self.global, &args).await,
+            Command::Clusterset(command) => command.run(&self.global).await,
             Command::Controlplane(command) => command.run(&self.global).await,
             Command::Plugin(command) => command.run(&self.global).await,
         }

@@ -1,10 +1,14 @@
-//! `flotilla get clusters|clustersets|works|token`: tables in clusteradm's spirit, or objects with
-//! `-o yaml|json`.
+//! `flotilla get clusters|clustersets|placements|works|token`: tables in clusteradm's spirit, or
+//! objects with `-o yaml|json`.
 
 use clap::{Args, Subcommand};
 use flotilla_api::cluster::{
-    consts::{CLUSTER_SET_LABEL, managed_cluster as mc, managed_cluster_set as mcs},
+    consts::{
+        CLUSTER_SET_LABEL, PLACEMENT_LABEL, managed_cluster as mc, managed_cluster_set as mcs,
+        placement as pl,
+    },
     v1::ManagedCluster,
+    v1beta1::{Placement, PlacementDecision},
     v1beta2::{ManagedClusterSet, ManagedClusterSetBinding},
 };
 use flotilla_core::conditions;
@@ -25,8 +29,20 @@ pub enum Command {
     Clustersets(OutputArgs),
     /// ManifestWorks: Applied/Available/Progressing per work, or per manifest for one work.
     Works(crate::work::GetWorksArgs),
+    /// Placements: selected clusters, and whether they are satisfied or why not.
+    Placements(PlacementsArgs),
     /// The command that joins a cluster to this hub.
     Token(init::TokenArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PlacementsArgs {
+    /// Only placements of this namespace (default: every namespace).
+    #[arg(short = 'n', long = "namespace")]
+    pub namespace: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t)]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -42,6 +58,7 @@ impl Command {
             Command::Clusters(args) => clusters(global, args.format).await,
             Command::Clustersets(args) => clustersets(global, args.format).await,
             Command::Works(args) => crate::work::get(global, &args).await,
+            Command::Placements(args) => placements(global, &args).await,
             Command::Token(args) => init::token(global, &args).await,
         }
     }
@@ -132,4 +149,68 @@ async fn clustersets(global: &GlobalArgs, format: Format) -> anyhow::Result<()> 
         })
         .collect();
     print(format, &sets, &["NAME", "BOUND", "NAMESPACES", "STATUS"], rows)
+}
+
+async fn placements(global: &GlobalArgs, args: &PlacementsArgs) -> anyhow::Result<()> {
+    let (hub, _) = client(global).await?;
+    let (placements_api, decisions_api): (Api<Placement>, Api<PlacementDecision>) = match &args.namespace {
+        Some(ns) => (Api::namespaced(hub.clone(), ns), Api::namespaced(hub, ns)),
+        None => (Api::all(hub.clone()), Api::all(hub)),
+    };
+    let mut items = placements_api.list(&ListParams::default()).await?.items;
+    items.sort_by_key(|p| (p.namespace(), p.name_any()));
+    let decisions = decisions_api
+        .list(&ListParams::default().labels(PLACEMENT_LABEL))
+        .await?
+        .items;
+    let rows = items
+        .iter()
+        .map(|p| {
+            let mut selected: Vec<String> = decisions
+                .iter()
+                .filter(|d| {
+                    d.namespace() == p.namespace() && d.labels().get(PLACEMENT_LABEL) == Some(&p.name_any())
+                })
+                .flat_map(|d| d.status.iter().flat_map(|s| s.decisions.iter()))
+                .map(|d| d.cluster_name.clone())
+                .collect();
+            selected.sort();
+            let conditions = p
+                .status
+                .clone()
+                .unwrap_or_default()
+                .conditions
+                .unwrap_or_default();
+            let satisfied = conditions::find(&conditions, pl::CONDITION_SATISFIED);
+            let misconfigured = conditions::find(&conditions, pl::CONDITION_MISCONFIGURED)
+                .filter(|c| c.status == conditions::TRUE);
+            // Why not: the misconfiguration first, then the satisfied condition's own words.
+            let why = match (satisfied, misconfigured) {
+                (_, Some(m)) => m.message.clone(),
+                (Some(s), None) if s.status != conditions::TRUE => format!("{}: {}", s.reason, s.message),
+                _ => String::new(),
+            };
+            vec![
+                p.namespace().unwrap_or_default(),
+                p.name_any(),
+                satisfied.map_or_else(|| "Unknown".to_owned(), |c| c.status.clone()),
+                selected.len().to_string(),
+                selected.join(","),
+                why,
+            ]
+        })
+        .collect();
+    print(
+        args.format,
+        &items,
+        &[
+            "NAMESPACE",
+            "NAME",
+            "SATISFIED",
+            "SELECTED",
+            "CLUSTERS",
+            "WHY NOT",
+        ],
+        rows,
+    )
 }

@@ -2,6 +2,7 @@
 
 mod accept;
 mod cli;
+mod clusterset;
 mod controlplane;
 mod get;
 mod init;

@@ -176,12 +176,14 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
         .context("register the ManifestWork webhook")?;
     eprintln!("flotilla hub: ManifestWork webhook at {url}");
     let plugin_host = if args.no_plugin_host {
-        eprintln!("flotilla hub: running registration and work controllers (plugin host disabled)");
+        eprintln!(
+            "flotilla hub: running registration, placement and work controllers (plugin host disabled)"
+        );
         None
     } else {
         let runtime = Runtime::new(args.runtime_config()).context("start the plugin runtime")?;
         eprintln!(
-            "flotilla hub: running registration and work controllers and the plugin host ({:?} allocator)",
+            "flotilla hub: running registration, placement and work controllers and the plugin host ({:?} allocator)",
             runtime.allocator()
         );
         Some(Arc::new(PluginRegistry::new(runtime)))
@@ -196,9 +198,11 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
             }
         }
     };
+    let placement = flotilla_placement::run(client.clone(), flotilla_placement::PlacementOptions::default());
     let work = flotilla_work::hub::run(client.clone(), flotilla_work::hub::HubOptions::default());
     tokio::select! {
         result = hub::run(client, hub::HubOptions::default()) => result.context("hub controllers stopped"),
+        () = placement => anyhow::bail!("placement controller stopped"),
         () = work => anyhow::bail!("hub work controllers stopped"),
         () = plugins => anyhow::bail!("the AddOnPlugin controller stopped"),
         _ = tokio::signal::ctrl_c() => Ok(()),

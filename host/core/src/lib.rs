@@ -7,6 +7,7 @@ pub mod addon;
 pub mod conditions;
 pub mod cosign;
 pub mod names;
+pub mod placement;
 pub mod plugin_faults;
 pub mod registration;
 pub mod rollout;

@@ -49,7 +49,7 @@ pub struct PlacementSpec {
     #[serde(default)]
     pub prioritizer_policy: PrioritizerPolicy,
 
-    /// How decisions should spread over topologies (kept, not used by the scheduler).
+    /// How decisions spread over topologies (OCM's scheduler ignores it; Flotilla's honours it).
     #[serde(default)]
     pub spread_policy: SpreadPolicy,
 
@@ -200,7 +200,7 @@ pub struct AddOnScore {
     pub score_name: String,
 }
 
-/// Spread constraints (accepted and stored; the scheduler ignores them today).
+/// Spread constraints, with Kubernetes pod-topology-spread semantics in Flotilla's scheduler.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SpreadPolicy {
