@@ -11,6 +11,9 @@ use crate::error::{Error, Result};
 
 /// Merge-patches `/status` of `object` to `desired` if it differs from `current`.
 ///
+/// A field of `current` that `desired` no longer has is sent as `null`, which is how a merge
+/// patch removes it; types can therefore leave absent fields out of their JSON.
+///
 /// The patch carries the object's `uid` and `resourceVersion`, so the apiserver refuses it
 /// (409) if the object changed since it was read; the next reconcile then works from fresh
 /// data instead of overwriting someone else's update. Returns whether a write happened.
@@ -29,10 +32,16 @@ where
     }
     let name = object.name_any();
     let kind = K::kind(&()).into_owned();
-    let status = serde_json::to_value(desired).map_err(|source| Error::Encode {
-        what: format!("{kind} status"),
-        source,
-    })?;
+    let encode = |value: &S| {
+        serde_json::to_value(value).map_err(|source| Error::Encode {
+            what: format!("{kind} status"),
+            source,
+        })
+    };
+    let mut status = encode(desired)?;
+    if let Some(current) = current {
+        null_removed_fields(&encode(current)?, &mut status);
+    }
     let patch = json!({
         "metadata": { "uid": object.meta().uid, "resourceVersion": object.meta().resource_version },
         "status": status,
@@ -41,4 +50,44 @@ where
         .await
         .map_err(|source| Error::PatchStatus { kind, name, source })?;
     Ok(true)
+}
+
+/// Adds `null` to `desired` for every object field `current` has and `desired` lacks, at any
+/// depth of nested objects (lists are replaced whole by a merge patch, so they are left alone).
+fn null_removed_fields(current: &serde_json::Value, desired: &mut serde_json::Value) {
+    use serde_json::Value;
+    let (Value::Object(current), Value::Object(desired)) = (current, desired) else {
+        return;
+    };
+    for (key, old) in current {
+        match desired.get_mut(key) {
+            Some(new) => null_removed_fields(old, new),
+            None => {
+                desired.insert(key.clone(), Value::Null);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn fields_gone_from_the_desired_status_are_sent_as_null() {
+        let current = json!({ "faults": { "consecutive": 3, "quarantinedUntil": "t" }, "digest": "a",
+                              "conditions": [{ "type": "Ready" }] });
+        let mut desired = json!({ "faults": { "consecutive": 0 }, "digest": "a", "conditions": [] });
+        super::null_removed_fields(&current, &mut desired);
+        assert_eq!(
+            desired,
+            json!({ "faults": { "consecutive": 0, "quarantinedUntil": null }, "digest": "a", "conditions": [] })
+        );
+        let mut emptied = json!({ "digest": "a" });
+        super::null_removed_fields(&current, &mut emptied);
+        assert_eq!(
+            emptied,
+            json!({ "faults": null, "digest": "a", "conditions": null })
+        );
+    }
 }

@@ -239,8 +239,7 @@ pub struct AddOnPluginStatus {
 
     /// Runtime faults of the serving revision: counts over a recent window, the last fault, and
     /// the quarantine in force. Absent while the serving revision has no recent faults.
-    // Serialized as `null` when absent so that a merge patch of the status removes it.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faults: Option<PluginFaults>,
 
     /// `Fetched`, `Validated`, `Ready`, `Degraded`; keyed by type.
@@ -270,8 +269,7 @@ pub struct PluginFaults {
     pub consecutive: i64,
 
     /// While quarantined: calls answer their hook's fail-safe result at once until this time.
-    // Serialized as `null` when absent so that a merge patch of the status removes it.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quarantined_until: Option<Time>,
 }
 
