@@ -32,11 +32,28 @@ pub async fn hub(global: &GlobalArgs, _args: &HubArgs) -> anyhow::Result<()> {
     flotilla_registration::admission::install(&client)
         .await
         .context("install admission policies")?;
-    eprintln!("flotilla hub: running registration and work controllers");
+    eprintln!("flotilla hub: running registration, work, plugin and add-on controllers");
     let work = flotilla_work::hub::run(client.clone(), flotilla_work::hub::HubOptions::default());
+    // One registry shared by the AddOnPlugin controller (which loads plugin revisions into it)
+    // and the add-on manager (which calls them).
+    let runtime = flotilla_wasm::Runtime::new(flotilla_wasm::RuntimeConfig::default())
+        .context("start the plugin runtime")?;
+    let registry = std::sync::Arc::new(flotilla_wasm::PluginRegistry::new(runtime));
+    let plugins = flotilla_wasm::controller::run(
+        client.clone(),
+        std::sync::Arc::clone(&registry),
+        flotilla_wasm::controller::ControllerConfig::default(),
+    );
+    let addons = flotilla_addon_manager::run(
+        client.clone(),
+        registry,
+        flotilla_addon_manager::Options::default(),
+    );
     tokio::select! {
         result = hub::run(client, hub::HubOptions::default()) => result.context("hub controllers stopped"),
         () = work => anyhow::bail!("hub work controllers stopped"),
+        () = plugins => anyhow::bail!("AddOnPlugin controller stopped"),
+        () = addons => anyhow::bail!("add-on manager stopped"),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }
