@@ -326,3 +326,79 @@ async fn bad_config_references_get_clear_conditions_and_a_config_that_appears_is
         .expect("the config's key");
     assert_eq!(hash.len(), 64, "a SHA-256 hex spec hash: {hash}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_output_over_the_limit_is_refused_in_a_condition_and_nothing_is_deployed() {
+    let client = client().await;
+    register_plugin(&client, "hello-big", plugins::HOSTILE_OUTPUT).await;
+    await_cma(&client, "hello-big").await;
+    cluster(&client, "mc-big").await;
+    enable(&client, "hello-big", "mc-big", json!([])).await;
+    let refused = await_condition(&client, "mc-big", "hello-big", "ManifestApplied", |c| {
+        c.status == "False"
+    })
+    .await;
+    assert_eq!(refused.reason, "ManifestWorkApplyFailed");
+    assert!(
+        refused
+            .message
+            .starts_with("failed to get manifest from agent interface")
+            && refused.message.contains("5000"),
+        "the condition names the oversized output: {}",
+        refused.message
+    );
+    let works = Api::<flotilla_api::work::v1::ManifestWork>::namespaced(client.clone(), "mc-big")
+        .get_opt(&deploy_work("hello-big"))
+        .await
+        .expect("read work");
+    assert!(works.is_none(), "nothing is deployed from refused output");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_management_addon_that_manages_itself_is_left_alone() {
+    let client = client().await;
+    apply_json(
+        &client,
+        "addon.open-cluster-management.io/v1alpha1",
+        "ClusterManagementAddOn",
+        None,
+        json!({"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "ClusterManagementAddOn",
+               "metadata": {"name": "hello-self", "annotations": {LIFECYCLE_ANNOTATION: "self"}},
+               "spec": {"addOnMeta": {"displayName": "their own manager"}}}),
+    )
+    .await;
+    cluster(&client, "mc-self").await;
+    register_plugin(&client, "hello-self", plugins::HELLOWORLD).await;
+    enable(&client, "hello-self", "mc-self", json!([])).await;
+    // A sibling registered after it and enabled on the same cluster: once its CMA and work
+    // exist, the manager has had its turn at hello-self too.
+    register_plugin(&client, "hello-sibling", plugins::HELLOWORLD).await;
+    await_cma(&client, "hello-sibling").await;
+    enable(&client, "hello-sibling", "mc-self", json!([])).await;
+    await_work(
+        &client,
+        "mc-self",
+        &deploy_work("hello-sibling"),
+        "sibling's work",
+        |_| true,
+    )
+    .await;
+
+    let cma = Api::<ClusterManagementAddOn>::all(client.clone())
+        .get("hello-self")
+        .await
+        .expect("CMA");
+    assert_eq!(
+        cma.annotations().get(LIFECYCLE_ANNOTATION).map(String::as_str),
+        Some("self")
+    );
+    assert_eq!(cma.spec.add_on_meta.display_name, "their own manager");
+    let work = Api::<flotilla_api::work::v1::ManifestWork>::namespaced(client.clone(), "mc-self")
+        .get_opt(&deploy_work("hello-self"))
+        .await
+        .expect("read work");
+    assert!(
+        work.is_none(),
+        "the add-on manager deploys nothing for a self-managed add-on"
+    );
+}
