@@ -85,6 +85,10 @@ async fn an_enabled_addon_gets_its_deploy_work_reports_manifest_applied_and_lose
     );
 
     agent_applied(&client, &work).await;
+    let reported = Api::<flotilla_api::work::v1::ManifestWork>::namespaced(client.clone(), "mc-manual")
+        .get(&work.name_any())
+        .await
+        .expect("reported work");
     let applied = await_condition(&client, "mc-manual", "hello-manual", "ManifestApplied", |c| {
         c.status == "True"
     })
@@ -95,6 +99,17 @@ async fn an_enabled_addon_gets_its_deploy_work_reports_manifest_applied_and_lose
     })
     .await;
     assert_eq!(progressing.reason, "Completed");
+    // Completed was computed by a reconcile that re-rendered the same output after the agent's
+    // report: it wrote nothing to the work.
+    let after = Api::<flotilla_api::work::v1::ManifestWork>::namespaced(client.clone(), "mc-manual")
+        .get(&work.name_any())
+        .await
+        .expect("work");
+    assert_eq!(
+        after.resource_version(),
+        reported.resource_version(),
+        "unchanged output, no write"
+    );
 
     Api::<ManagedClusterAddOn>::namespaced(client.clone(), "mc-manual")
         .delete("hello-manual", &DeleteParams::default())
@@ -401,4 +416,30 @@ async fn a_cluster_management_addon_that_manages_itself_is_left_alone() {
         work.is_none(),
         "the add-on manager deploys nothing for a self-managed add-on"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_addon_plugin_removes_the_addon_from_every_cluster() {
+    let client = client().await;
+    register_plugin(&client, "hello-gone", plugins::HELLOWORLD).await;
+    await_cma(&client, "hello-gone").await;
+    for c in ["mc-gone1", "mc-gone2"] {
+        cluster(&client, c).await;
+        enable(&client, "hello-gone", c, json!([])).await;
+        await_work(&client, c, &deploy_work("hello-gone"), "deploy work", |_| true).await;
+    }
+    Api::<flotilla_api::plugins::v1alpha1::AddOnPlugin>::all(client.clone())
+        .delete("hello-gone", &DeleteParams::default())
+        .await
+        .expect("delete plugin");
+    for c in ["mc-gone1", "mc-gone2"] {
+        await_no_work(&client, c, &deploy_work("hello-gone")).await;
+    }
+    let api: Api<ClusterManagementAddOn> = Api::all(client.clone());
+    wait::until("ClusterManagementAddOn hello-gone removed", TIMEOUT, || {
+        let api = api.clone();
+        async move { Ok::<_, kube::Error>(api.get_opt("hello-gone").await?.is_none().then_some(())) }
+    })
+    .await
+    .expect("CMA removed");
 }

@@ -1,6 +1,6 @@
 //! One reconcile of a ClusterManagementAddOn's install strategy: read the placements' decisions
 //! and the add-on's ManagedClusterAddOns, plan purely (`flotilla_core::addon::install`), create
-//! and delete what the plan says.
+//! and delete what the plan says; every add-on of the CMA's name gets the CMA as an owner.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -10,9 +10,11 @@ use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
 use flotilla_core::addon::install::{
-    ExistingAddon, install_plan, is_controlled_by, is_managed_by_addon_manager, new_managed_cluster_addon,
+    ExistingAddon, OWNER_API_VERSION, install_plan, is_controlled_by, is_managed_by_addon_manager,
+    new_managed_cluster_addon,
 };
-use kube::api::{DeleteParams, ListParams, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 
@@ -45,6 +47,42 @@ async fn decided_clusters(ctx: &Context, namespace: &str, name: &str) -> Result<
     ))
 }
 
+/// Makes the ClusterManagementAddOn an owner (not the controller) of `addon`, as OCM does for
+/// every add-on of its name, so deleting the CMA (or the AddOnPlugin that owns it) removes the
+/// add-on from every cluster by garbage collection, hand-made add-ons included.
+async fn ensure_cma_owner(
+    ctx: &Context,
+    cma: &ClusterManagementAddOn,
+    addon: &ManagedClusterAddOn,
+) -> Result<()> {
+    let uid = cma.uid().unwrap_or_default();
+    if addon.owner_references().iter().any(|o| o.uid == uid) {
+        return Ok(());
+    }
+    let mut owners = addon.owner_references().to_vec();
+    owners.push(OwnerReference {
+        api_version: OWNER_API_VERSION.into(),
+        kind: "ClusterManagementAddOn".into(),
+        name: cma.name_any(),
+        uid,
+        controller: None,
+        block_owner_deletion: None,
+    });
+    let namespace = addon.namespace().unwrap_or_default();
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": addon.resource_version(),
+        "ownerReferences": owners,
+    }});
+    Api::<ManagedClusterAddOn>::namespaced(ctx.client.clone(), &namespace)
+        .patch(&addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(error::write(format!(
+            "owner of ManagedClusterAddOn {namespace}/{}",
+            addon.name_any()
+        )))?;
+    Ok(())
+}
+
 /// Creates and deletes the ManagedClusterAddOns of `cma`'s install strategy.
 pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context>) -> Result<Action> {
     let requeue = Action::requeue(ctx.options.resync);
@@ -61,11 +99,15 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         decided.push((p.clone(), decided_clusters(&ctx, &p.namespace, &p.name).await?));
     }
     let addons: Api<ManagedClusterAddOn> = Api::all(ctx.client.clone());
-    let existing: Vec<ExistingAddon> = addons
+    let listed = addons
         .list(&ListParams::default().fields(&format!("metadata.name={name}")))
         .await
         .map_err(error::read(format!("ManagedClusterAddOns {name}")))?
-        .items
+        .items;
+    for addon in listed.iter().filter(|a| a.meta().deletion_timestamp.is_none()) {
+        ensure_cma_owner(&ctx, &cma, addon).await?;
+    }
+    let existing: Vec<ExistingAddon> = listed
         .iter()
         .filter(|a| a.meta().deletion_timestamp.is_none())
         .map(|a| ExistingAddon {
