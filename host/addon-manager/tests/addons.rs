@@ -443,3 +443,92 @@ async fn deleting_the_addon_plugin_removes_the_addon_from_every_cluster() {
     .await
     .expect("CMA removed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placements_configs_override_the_defaults_for_the_clusters_it_selects() {
+    let client = client().await;
+    register_plugin(&client, "hello-pcfg", plugins::HELLOWORLD_CONFIG).await;
+    await_cma(&client, "hello-pcfg").await;
+    cluster(&client, "mc-pcfg").await;
+    namespace(&client, "pcfg").await;
+    apply_json(
+        &client,
+        "addon.open-cluster-management.io/v1alpha1",
+        "AddOnDeploymentConfig",
+        Some("pcfg"),
+        json!({"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "AddOnDeploymentConfig",
+               "metadata": {"name": "per-placement", "namespace": "pcfg"},
+               "spec": {"customizedVariables": [{"name": "LOG_LEVEL", "value": "2"}]}}),
+    )
+    .await;
+    apply_json(
+        &client,
+        "cluster.open-cluster-management.io/v1beta1",
+        "Placement",
+        Some("pcfg"),
+        json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+               "metadata": {"name": "pl", "namespace": "pcfg"}, "spec": {}}),
+    )
+    .await;
+    apply_json(
+        &client,
+        "cluster.open-cluster-management.io/v1beta1",
+        "PlacementDecision",
+        Some("pcfg"),
+        json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "PlacementDecision",
+               "metadata": {"name": "pl-decision-1", "namespace": "pcfg",
+                            "labels": {"cluster.open-cluster-management.io/placement": "pl"}}}),
+    )
+    .await;
+    Api::<flotilla_api::cluster::v1beta1::PlacementDecision>::namespaced(client.clone(), "pcfg")
+        .patch_status(
+            "pl-decision-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"decisions": [{"clusterName": "mc-pcfg", "reason": ""}]}})),
+        )
+        .await
+        .expect("decisions");
+    Api::<ClusterManagementAddOn>::all(client.clone())
+        .patch(
+            "hello-pcfg",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"installStrategy": {"type": "Placements",
+                "placements": [{"namespace": "pcfg", "name": "pl", "configs": [
+                    {"group": "addon.open-cluster-management.io", "resource": "addondeploymentconfigs",
+                     "namespace": "pcfg", "name": "per-placement"}]}]}}})),
+        )
+        .await
+        .expect("install strategy");
+
+    let key = "addondeploymentconfigs.addon.open-cluster-management.io/pcfg/per-placement";
+    let work = await_work(
+        &client,
+        "mc-pcfg",
+        &deploy_work("hello-pcfg"),
+        "work rendered with the placement's config",
+        |w| {
+            w.annotations()
+                .get(CONFIG_SPEC_HASH_ANNOTATION)
+                .is_some_and(|a| a.contains(key))
+        },
+    )
+    .await;
+    assert!(!work.spec.workload.manifests.is_empty());
+    let api = Api::<ManagedClusterAddOn>::namespaced(client.clone(), "mc-pcfg");
+    wait::until("configReferences name the placement's config", TIMEOUT, || {
+        let api = api.clone();
+        async move {
+            let addon = api.get("hello-pcfg").await?;
+            let named = addon.status.is_some_and(|s| {
+                s.config_references.iter().any(|r| {
+                    r.desired_config
+                        .as_ref()
+                        .is_some_and(|d| d.referent.name == "per-placement")
+                })
+            });
+            Ok::<_, kube::Error>(named.then_some(()))
+        }
+    })
+    .await
+    .expect("configReferences");
+}

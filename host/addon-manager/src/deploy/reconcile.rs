@@ -13,14 +13,18 @@ use std::sync::Arc;
 
 use flotilla_api::addon::consts::ADDON_NAME_LABEL;
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, ManagedClusterAddOnStatus};
-use flotilla_api::addon::v1beta1::{ConfigGroupResource, ConfigReference, ConfigReferent};
+use flotilla_api::addon::v1beta1::{
+    ConfigGroupResource, ConfigReference, ConfigReferent, InstallStrategyType, PlacementRef,
+};
+use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_api::cluster::v1::ManagedCluster;
+use flotilla_api::cluster::v1beta1::PlacementDecision;
 use flotilla_api::work::consts::CONFIG_SPEC_HASH_ANNOTATION;
 use flotilla_api::work::v1::ManifestWork;
 use flotilla_core::addon::configs::{
     ObservedConfig, config_key, config_reference_from_v1alpha1, config_reference_to_v1alpha1,
     default_configs_v1alpha1, desired_configs, first_unsupported, merge_config_references,
-    missing_configs_message, resolve,
+    missing_configs_message, owning_placement, resolve,
 };
 use flotilla_core::addon::install::is_managed_by_addon_manager;
 use flotilla_core::addon::spec_hash::spec_hash;
@@ -74,6 +78,38 @@ async fn config_object(
         .await
         .map_err(error::read(format!("config {}", config_key(gr, referent))))?;
     Ok(object.and_then(|o| serde_json::to_value(o).ok()))
+}
+
+/// The install placements of `cma` whose decisions include `cluster`.
+async fn selecting_placements(
+    client: &Client,
+    cma: &ClusterManagementAddOn,
+    cluster: &str,
+) -> Result<Vec<PlacementRef>> {
+    let mut selecting = Vec::new();
+    if cma.spec.install_strategy.type_ != InstallStrategyType::Placements {
+        return Ok(selecting);
+    }
+    for strategy in &cma.spec.install_strategy.placements {
+        let p = &strategy.placement;
+        let decisions: Api<PlacementDecision> = Api::namespaced(client.clone(), &p.namespace);
+        let list = decisions
+            .list(&ListParams::default().labels(&format!("{PLACEMENT_LABEL}={}", p.name)))
+            .await
+            .map_err(error::read(format!(
+                "PlacementDecisions of {}/{}",
+                p.namespace, p.name
+            )))?;
+        let selects = list
+            .items
+            .iter()
+            .filter_map(|d| d.status.as_ref())
+            .any(|s| s.decisions.iter().any(|d| d.cluster_name == cluster));
+        if selects {
+            selecting.push(p.clone());
+        }
+    }
+    Ok(selecting)
 }
 
 /// Whether `existing` already is `desired` as far as the add-on manager owns it.
@@ -206,7 +242,14 @@ async fn render_and_apply(
         progress(status, &works, &mut references, Some(gr));
         return Ok(());
     }
-    let desired = desired_configs(&default_configs_v1alpha1(&cma.spec), None, &addon.spec.configs);
+    let selecting = selecting_placements(client, cma, &namespace).await?;
+    let placements = &cma.spec.install_strategy.placements;
+    let placement = owning_placement(placements, |p| selecting.contains(p)).map(|p| p.configs.as_slice());
+    let desired = desired_configs(
+        &default_configs_v1alpha1(&cma.spec),
+        placement,
+        &addon.spec.configs,
+    );
     let mut objects: BTreeMap<String, Value> = BTreeMap::new();
     for (gr, referent) in desired.iter() {
         if let Some(object) = config_object(client, gr, referent).await? {
