@@ -340,6 +340,31 @@ async fn bad_config_references_get_clear_conditions_and_a_config_that_appears_is
         .get("addondeploymentconfigs.addon.open-cluster-management.io/mc-cfg/tuning")
         .expect("the config's key");
     assert_eq!(hash.len(), 64, "a SHA-256 hex spec hash: {hash}");
+
+    // A config change re-renders the add-on: the work carries the new spec hash.
+    let first = hash.clone();
+    apply_json(
+        &client,
+        "addon.open-cluster-management.io/v1alpha1",
+        "AddOnDeploymentConfig",
+        Some("mc-cfg"),
+        json!({"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "AddOnDeploymentConfig",
+               "metadata": {"name": "tuning", "namespace": "mc-cfg"},
+               "spec": {"customizedVariables": [{"name": "LOG_LEVEL", "value": "8"}]}}),
+    )
+    .await;
+    await_work(
+        &client,
+        "mc-cfg",
+        &deploy_work("hello-cfg"),
+        "work re-rendered with the changed config",
+        |w| {
+            w.annotations()
+                .get(CONFIG_SPEC_HASH_ANNOTATION)
+                .is_some_and(|a| a.contains("tuning") && !a.contains(&first))
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -531,4 +556,31 @@ async fn a_placements_configs_override_the_defaults_for_the_clusters_it_selects(
     })
     .await
     .expect("configReferences");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_plugin_revision_re_renders_the_addon_on_every_cluster() {
+    let client = client().await;
+    register_plugin(&client, "hello-rev", plugins::HELLOWORLD).await;
+    await_cma(&client, "hello-rev").await;
+    for c in ["mc-rev1", "mc-rev2"] {
+        cluster(&client, c).await;
+        enable(&client, "hello-rev", c, json!([])).await;
+        await_work(
+            &client,
+            c,
+            &deploy_work("hello-rev"),
+            "work of revision a",
+            |_| true,
+        )
+        .await;
+    }
+    register_plugin(&client, "hello-rev", plugins::REVISION_B).await;
+    for c in ["mc-rev1", "mc-rev2"] {
+        await_work(&client, c, &deploy_work("hello-rev"), "work of revision b", |w| {
+            w.spec.workload.manifests.len() == 1
+                && w.spec.workload.manifests[0].0.pointer("/data/revision") == Some(&json!("b"))
+        })
+        .await;
+    }
 }
