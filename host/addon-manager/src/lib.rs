@@ -41,6 +41,8 @@ pub struct Options {
     pub resync: Duration,
     /// How soon an add-on whose plugin is not loaded yet, or whose call failed, is retried.
     pub retry: Duration,
+    /// Most plugin `manifests()` calls in flight at once, over all add-ons and clusters.
+    pub max_concurrent_renders: usize,
 }
 
 impl Default for Options {
@@ -48,6 +50,7 @@ impl Default for Options {
         Self {
             resync: Duration::from_secs(300),
             retry: Duration::from_secs(10),
+            max_concurrent_renders: 16,
         }
     }
 }

@@ -39,6 +39,8 @@ pub(crate) struct Context {
     pub(crate) client: Client,
     pub(crate) registry: Arc<PluginRegistry>,
     pub(crate) options: Options,
+    /// Bounds the plugin calls in flight ([`Options::max_concurrent_renders`]).
+    pub(crate) renders: tokio::sync::Semaphore,
 }
 
 /// The add-ons in the store matching `keep`.
@@ -120,6 +122,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
     let context = Arc::new(Context {
         client,
         registry,
+        renders: tokio::sync::Semaphore::new(options.max_concurrent_renders.max(1)),
         options,
     });
     flotilla_kube::controller::run("addon-deploy", controller, reconcile::reconcile, context).await;

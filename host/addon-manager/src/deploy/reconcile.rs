@@ -315,10 +315,13 @@ async fn render_and_apply(
             return Ok(());
         }
     };
-    let output = match plugin
+    // The semaphore is never closed, so acquiring only waits for a free slot.
+    let permit = ctx.renders.acquire().await.ok();
+    let rendered = plugin
         .manifests(&cluster_input, &addon_input, &plugin_configs)
-        .await
-    {
+        .await;
+    drop(permit);
+    let output = match rendered {
         Ok(output) => output,
         Err(e) => {
             tracing::warn!(addon = %name, cluster = %namespace, error = %e, "plugin manifests() failed; last good works kept");

@@ -70,6 +70,7 @@ pub async fn hub() -> &'static ControlPlane {
                     let options = flotilla_addon_manager::Options {
                         resync: Duration::from_secs(600),
                         retry: Duration::from_millis(500),
+                        max_concurrent_renders: 4,
                     };
                     futures::join!(
                         controller::run(client.clone(), std::sync::Arc::clone(&registry), config),
