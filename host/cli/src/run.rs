@@ -177,13 +177,13 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
     eprintln!("flotilla hub: ManifestWork webhook at {url}");
     let plugin_host = if args.no_plugin_host {
         eprintln!(
-            "flotilla hub: running registration, placement and work controllers (plugin host disabled)"
+            "flotilla hub: running registration, placement and work controllers (plugin host and add-on manager disabled)"
         );
         None
     } else {
         let runtime = Runtime::new(args.runtime_config()).context("start the plugin runtime")?;
         eprintln!(
-            "flotilla hub: running registration, placement and work controllers and the plugin host ({:?} allocator)",
+            "flotilla hub: running registration, placement and work controllers, the plugin host ({:?} allocator) and the add-on manager",
             runtime.allocator()
         );
         Some(Arc::new(PluginRegistry::new(runtime)))
@@ -191,20 +191,35 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
     let plugins = {
         let client = client.clone();
         let config = args.controller_config();
+        let registry = plugin_host.clone();
         async move {
-            match plugin_host {
+            match registry {
                 Some(registry) => flotilla_wasm::controller::run(client, registry, config).await,
                 None => std::future::pending().await,
             }
         }
     };
     let placement = flotilla_placement::run(client.clone(), flotilla_placement::PlacementOptions::default());
+    // The add-on manager calls the plugins the AddOnPlugin controller loads into the registry.
+    let addons = {
+        let client = client.clone();
+        async move {
+            match plugin_host {
+                Some(registry) => {
+                    flotilla_addon_manager::run(client, registry, flotilla_addon_manager::Options::default())
+                        .await
+                }
+                None => std::future::pending().await,
+            }
+        }
+    };
     let work = flotilla_work::hub::run(client.clone(), flotilla_work::hub::HubOptions::default());
     tokio::select! {
         result = hub::run(client, hub::HubOptions::default()) => result.context("hub controllers stopped"),
         () = placement => anyhow::bail!("placement controller stopped"),
         () = work => anyhow::bail!("hub work controllers stopped"),
         () = plugins => anyhow::bail!("the AddOnPlugin controller stopped"),
+        () = addons => anyhow::bail!("the add-on manager stopped"),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }

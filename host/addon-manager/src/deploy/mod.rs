@@ -1,0 +1,129 @@
+//! The deploy controller: for each ManagedClusterAddOn on an accepted cluster, the plugin's
+//! `manifests()` output becomes the add-on's `addon-<name>-deploy-<i>` ManifestWorks, and the
+//! add-on's status says how far it got (`ManifestApplied`, `Configured`, `Progressing`,
+//! `configReferences`, `supportedConfigs`).
+//!
+//! ```text
+//!  ManagedClusterAddOn ─────────────────────────────┐
+//!  ManifestWork (addon-name label) ─────────────────┤
+//!  ClusterManagementAddOn, AddOnPlugin (same name) ─┼─▶ reconcile(add-on)
+//!  ManagedCluster (cluster namespace) ──────────────┤
+//!  AddOnDeploymentConfig (referring add-ons) ───────┘
+//! ```
+//!
+//! A change re-renders only the add-ons it affects: a work or cluster maps to its namespace's
+//! add-ons, a CMA or plugin revision to the add-ons of that name, a config to the add-ons that
+//! may use it.
+
+mod reconcile;
+
+use std::sync::Arc;
+
+use flotilla_api::addon::consts::ADDON_NAME_LABEL;
+use flotilla_api::addon::v1alpha1::{AddOnDeploymentConfig, ClusterManagementAddOn, ManagedClusterAddOn};
+use flotilla_api::cluster::v1::ManagedCluster;
+use flotilla_api::plugins::v1alpha1::AddOnPlugin;
+use flotilla_api::work::v1::ManifestWork;
+use flotilla_wasm::PluginRegistry;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, ResourceExt};
+
+use crate::Options;
+
+/// The group/resource of AddOnDeploymentConfigs in config references.
+const ADC_RESOURCE: &str = "addondeploymentconfigs";
+
+/// What one reconcile needs.
+pub(crate) struct Context {
+    pub(crate) client: Client,
+    pub(crate) registry: Arc<PluginRegistry>,
+    pub(crate) options: Options,
+    /// Bounds the plugin calls in flight ([`Options::max_concurrent_renders`]).
+    pub(crate) renders: tokio::sync::Semaphore,
+}
+
+/// The add-ons in the store matching `keep`.
+fn select(
+    store: &Store<ManagedClusterAddOn>,
+    keep: impl Fn(&ManagedClusterAddOn) -> bool,
+) -> Vec<ObjectRef<ManagedClusterAddOn>> {
+    store
+        .state()
+        .iter()
+        .filter(|a| keep(a))
+        .map(|a| ObjectRef::from_obj(a.as_ref()))
+        .collect()
+}
+
+/// Runs the controller until dropped.
+pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
+    let controller = Controller::new(
+        Api::<ManagedClusterAddOn>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let (by_cma, by_plugin, by_cluster, by_config) = (
+        controller.store(),
+        controller.store(),
+        controller.store(),
+        controller.store(),
+    );
+    let controller = controller
+        .watches(
+            Api::<ManifestWork>::all(client.clone()),
+            watcher::Config::default().labels(ADDON_NAME_LABEL),
+            |work| {
+                let addon = work.labels().get(ADDON_NAME_LABEL)?;
+                Some(ObjectRef::new(addon).within(&work.namespace()?))
+            },
+        )
+        .watches(
+            Api::<ClusterManagementAddOn>::all(client.clone()),
+            watcher::Config::default(),
+            move |cma| {
+                let name = cma.name_any();
+                select(&by_cma, |a| a.name_any() == name)
+            },
+        )
+        .watches(
+            Api::<AddOnPlugin>::all(client.clone()),
+            watcher::Config::default(),
+            move |plugin| {
+                let name = crate::plugin::addon_name(&plugin);
+                select(&by_plugin, |a| a.name_any() == name)
+            },
+        )
+        .watches(
+            Api::<ManagedCluster>::all(client.clone()),
+            watcher::Config::default(),
+            move |cluster| {
+                let name = cluster.name_any();
+                select(&by_cluster, |a| a.namespace().as_deref() == Some(name.as_str()))
+            },
+        )
+        .watches(
+            Api::<AddOnDeploymentConfig>::all(client.clone()),
+            watcher::Config::default(),
+            move |config| {
+                let (namespace, name) = (config.namespace().unwrap_or_default(), config.name_any());
+                // An add-on refers to it in spec.configs, or may take it as a CMA default.
+                select(&by_config, |a| {
+                    let adc = a
+                        .spec
+                        .configs
+                        .iter()
+                        .filter(|c| c.group_resource.resource == ADC_RESOURCE);
+                    let mut adc = adc.peekable();
+                    adc.peek().is_none()
+                        || adc.any(|c| c.referent.namespace == namespace && c.referent.name == name)
+                })
+            },
+        );
+    let context = Arc::new(Context {
+        client,
+        registry,
+        renders: tokio::sync::Semaphore::new(options.max_concurrent_renders.max(1)),
+        options,
+    });
+    flotilla_kube::controller::run("addon-deploy", controller, reconcile::reconcile, context).await;
+}

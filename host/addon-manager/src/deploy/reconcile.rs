@@ -1,0 +1,390 @@
+//! One reconcile of a ManagedClusterAddOn: read the cluster, CMA, plugin, configs and works;
+//! return early when the cluster is not accepted or the add-on is not ours; resolve configs and
+//! render through the plugin; build the works purely (`flotilla_core::addon::works`); apply
+//! only the works that changed; set the conditions from the pure rules
+//! (`flotilla_core::addon::status`) and patch status once if it changed.
+//!
+//! Any failure before the works are built (missing config, unsupported config type, plugin
+//! error, trap or timeout, output that is not a Kubernetes object) leaves the existing works as
+//! they are and says why in a condition.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use flotilla_api::addon::consts::ADDON_NAME_LABEL;
+use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, ManagedClusterAddOnStatus};
+use flotilla_api::addon::v1beta1::{
+    ConfigGroupResource, ConfigReference, ConfigReferent, InstallStrategyType, PlacementRef,
+};
+use flotilla_api::cluster::consts::PLACEMENT_LABEL;
+use flotilla_api::cluster::v1::ManagedCluster;
+use flotilla_api::cluster::v1beta1::PlacementDecision;
+use flotilla_api::work::consts::CONFIG_SPEC_HASH_ANNOTATION;
+use flotilla_api::work::v1::ManifestWork;
+use flotilla_core::addon::configs::{
+    ObservedConfig, config_key, config_reference_from_v1alpha1, config_reference_to_v1alpha1,
+    default_configs_v1alpha1, desired_configs, first_unsupported, merge_config_references,
+    missing_configs_message, owning_placement, resolve,
+};
+use flotilla_core::addon::install::is_managed_by_addon_manager;
+use flotilla_core::addon::spec_hash::spec_hash;
+use flotilla_core::addon::status::{
+    ProgressingInput, configured, manifests_not_rendered, mark_applied, nothing_to_apply, progressing,
+    set_manifest_applied, work_not_applied, works_not_built,
+};
+use flotilla_core::addon::works::{AddonIdentity, deploy_work_index, deploy_works, validate_manifests};
+use flotilla_core::conditions::{self, NewCondition};
+use flotilla_wasm::inputs;
+use flotilla_wasm::types::ResolvedConfig;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::Value;
+
+use super::Context;
+use crate::error::{self, Result};
+
+/// The API resource serving config type `gr`, found by discovery (None when not served).
+async fn config_resource(client: &Client, gr: &ConfigGroupResource) -> Result<Option<ApiResource>> {
+    let group = match kube::discovery::group(client, &gr.group).await {
+        Ok(group) => group,
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
+        Err(e) => return Err(error::read(format!("API group {:?}", gr.group))(e)),
+    };
+    Ok(group
+        .recommended_resources()
+        .into_iter()
+        .map(|(resource, _)| resource)
+        .find(|r| r.plural == gr.resource))
+}
+
+/// A config object as JSON, or None when it (or its type) does not exist.
+async fn config_object(
+    client: &Client,
+    gr: &ConfigGroupResource,
+    referent: &ConfigReferent,
+) -> Result<Option<Value>> {
+    let Some(resource) = config_resource(client, gr).await? else {
+        return Ok(None);
+    };
+    let api: Api<DynamicObject> = if referent.namespace.is_empty() {
+        Api::all_with(client.clone(), &resource)
+    } else {
+        Api::namespaced_with(client.clone(), &referent.namespace, &resource)
+    };
+    let object = api
+        .get_opt(&referent.name)
+        .await
+        .map_err(error::read(format!("config {}", config_key(gr, referent))))?;
+    Ok(object.and_then(|o| serde_json::to_value(o).ok()))
+}
+
+/// The install placements of `cma` whose decisions include `cluster`.
+async fn selecting_placements(
+    client: &Client,
+    cma: &ClusterManagementAddOn,
+    cluster: &str,
+) -> Result<Vec<PlacementRef>> {
+    let mut selecting = Vec::new();
+    if cma.spec.install_strategy.type_ != InstallStrategyType::Placements {
+        return Ok(selecting);
+    }
+    for strategy in &cma.spec.install_strategy.placements {
+        let p = &strategy.placement;
+        let decisions: Api<PlacementDecision> = Api::namespaced(client.clone(), &p.namespace);
+        let list = decisions
+            .list(&ListParams::default().labels(&format!("{PLACEMENT_LABEL}={}", p.name)))
+            .await
+            .map_err(error::read(format!(
+                "PlacementDecisions of {}/{}",
+                p.namespace, p.name
+            )))?;
+        let selects = list
+            .items
+            .iter()
+            .filter_map(|d| d.status.as_ref())
+            .any(|s| s.decisions.iter().any(|d| d.cluster_name == cluster));
+        if selects {
+            selecting.push(p.clone());
+        }
+    }
+    Ok(selecting)
+}
+
+/// Whether `existing` already is `desired` as far as the add-on manager owns it.
+fn unchanged(existing: &ManifestWork, desired: &ManifestWork) -> bool {
+    let annotation = |w: &ManifestWork| {
+        w.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(CONFIG_SPEC_HASH_ANNOTATION))
+            .cloned()
+    };
+    let spec = |w: &ManifestWork| serde_json::to_value(&w.spec).ok();
+    spec(existing) == spec(desired)
+        && annotation(existing) == annotation(desired)
+        && existing.labels().get(ADDON_NAME_LABEL) == desired.labels().get(ADDON_NAME_LABEL)
+        && desired
+            .owner_references()
+            .iter()
+            .all(|o| existing.owner_references().iter().any(|e| e.uid == o.uid))
+}
+
+/// Renders, applies and reports one ManagedClusterAddOn.
+pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
+    let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
+    let requeue = Action::requeue(ctx.options.resync);
+    if addon.meta().deletion_timestamp.is_some() {
+        // The works carry the add-on as controller owner; garbage collection removes them.
+        return Ok(Action::await_change());
+    }
+    let client = &ctx.client;
+    let cluster = Api::<ManagedCluster>::all(client.clone())
+        .get_opt(&namespace)
+        .await
+        .map_err(error::read(format!("ManagedCluster {namespace}")))?;
+    let Some(cluster) = cluster.filter(|c| c.spec.hub_accepts_client) else {
+        return Ok(Action::await_change());
+    };
+    let cma = Api::<ClusterManagementAddOn>::all(client.clone())
+        .get_opt(&name)
+        .await
+        .map_err(error::read(format!("ClusterManagementAddOn {name}")))?;
+    let Some(cma) = cma.filter(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) else {
+        return Ok(Action::await_change());
+    };
+    let Some(plugin) = ctx.registry.get(&name) else {
+        // The AddOnPlugin watch brings the add-on back once its plugin is loaded.
+        return Ok(Action::requeue(ctx.options.retry));
+    };
+
+    let status = addon.status.clone().unwrap_or_default();
+    let mut desired_status = ManagedClusterAddOnStatus {
+        supported_configs: plugin
+            .options()
+            .supported_configs
+            .iter()
+            .map(|c| ConfigGroupResource {
+                group: c.group.clone(),
+                resource: c.resource.clone(),
+            })
+            .collect(),
+        ..status.clone()
+    };
+    let now = Timestamp::now();
+    let outcome = render_and_apply(&ctx, &addon, &cluster, &cma, &plugin, &mut desired_status, now).await;
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
+    flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired_status)
+        .await?;
+    outcome?;
+    Ok(requeue)
+}
+
+/// Sets `condition` in `status`.
+fn set(status: &mut ManagedClusterAddOnStatus, condition: NewCondition<'_>, now: Timestamp) {
+    conditions::set(&mut status.conditions, condition, now);
+}
+
+/// Everything between reading and the status patch; conditions go into `status`.
+async fn render_and_apply(
+    ctx: &Context,
+    addon: &ManagedClusterAddOn,
+    cluster: &ManagedCluster,
+    cma: &ClusterManagementAddOn,
+    plugin: &flotilla_wasm::Plugin,
+    status: &mut ManagedClusterAddOnStatus,
+    now: Timestamp,
+) -> Result<()> {
+    let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
+    let client = &ctx.client;
+    let works_api: Api<ManifestWork> = Api::namespaced(client.clone(), &namespace);
+    let list_works = || async {
+        works_api
+            .list(&ListParams::default().labels(&format!("{ADDON_NAME_LABEL}={name}")))
+            .await
+            .map(|l| l.items)
+            .map_err(error::read(format!("ManifestWorks of {namespace}/{name}")))
+    };
+    let deploy_only = |works: Vec<ManifestWork>| -> Vec<ManifestWork> {
+        works
+            .into_iter()
+            .filter(|w| deploy_work_index(&name, &w.name_any()).is_some())
+            .collect()
+    };
+    let progress = |status: &mut ManagedClusterAddOnStatus,
+                    works: &[ManifestWork],
+                    references: &mut Vec<ConfigReference>,
+                    unsupported| {
+        let outcome = progressing(ProgressingInput {
+            addon_name: &name,
+            unsupported,
+            conditions: &status.conditions,
+            hosted: false,
+            works,
+            config_references: references,
+        });
+        if outcome.completed {
+            mark_applied(references);
+        }
+        set(status, outcome.condition, now);
+    };
+
+    // Configs: unsupported types are refused before anything is looked up.
+    let supported = status.supported_configs.clone();
+    if let Some(gr) = first_unsupported(&addon.spec.configs, &supported) {
+        let mut references: Vec<ConfigReference> = status
+            .config_references
+            .iter()
+            .map(config_reference_from_v1alpha1)
+            .collect();
+        let works = deploy_only(list_works().await?);
+        progress(status, &works, &mut references, Some(gr));
+        return Ok(());
+    }
+    let selecting = selecting_placements(client, cma, &namespace).await?;
+    let placements = &cma.spec.install_strategy.placements;
+    let placement = owning_placement(placements, |p| selecting.contains(p)).map(|p| p.configs.as_slice());
+    let desired = desired_configs(
+        &default_configs_v1alpha1(&cma.spec),
+        placement,
+        &addon.spec.configs,
+    );
+    let mut objects: BTreeMap<String, Value> = BTreeMap::new();
+    for (gr, referent) in desired.iter() {
+        if let Some(object) = config_object(client, gr, referent).await? {
+            objects.insert(config_key(gr, referent), object);
+        }
+    }
+    let resolved = resolve(&desired, |gr, referent| {
+        let object = objects.get(&config_key(gr, referent))?;
+        Some(ObservedConfig {
+            spec_hash: spec_hash(object).ok()?,
+            generation: object
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+        })
+    });
+    let existing_refs: Vec<ConfigReference> = status
+        .config_references
+        .iter()
+        .map(config_reference_from_v1alpha1)
+        .collect();
+    // Part 1 releases configs at once (rollout All); the rollout engine decides this later.
+    let mut references = merge_config_references(&existing_refs, &resolved.references);
+    status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
+    set(status, configured(true), now);
+    if !resolved.missing.is_empty() {
+        set(
+            status,
+            manifests_not_rendered(&missing_configs_message(&resolved.missing)),
+            now,
+        );
+        return Ok(());
+    }
+
+    // Render.
+    let mut plugin_configs: Vec<ResolvedConfig> = Vec::new();
+    for (gr, referent) in desired.iter() {
+        let Some(object) = objects.get(&config_key(gr, referent)) else {
+            continue;
+        };
+        match inputs::resolved_config(object) {
+            Ok(config) => plugin_configs.push(config),
+            Err(e) => {
+                set(status, manifests_not_rendered(&e.to_string()), now);
+                return Ok(());
+            }
+        }
+    }
+    let inputs = serde_json::to_value(cluster)
+        .map_err(|e| e.to_string())
+        .and_then(|c| inputs::cluster(&c).map_err(|e| e.to_string()))
+        .and_then(|c| {
+            let a = serde_json::to_value(addon).map_err(|e| e.to_string())?;
+            let default_ns = plugin.options().default_install_namespace.as_deref();
+            inputs::addon(&a, &plugin_configs, default_ns)
+                .map(|a| (c, a))
+                .map_err(|e| e.to_string())
+        });
+    let (cluster_input, addon_input) = match inputs {
+        Ok(inputs) => inputs,
+        Err(e) => {
+            set(status, manifests_not_rendered(&e), now);
+            return Ok(());
+        }
+    };
+    // The semaphore is never closed, so acquiring only waits for a free slot.
+    let permit = ctx.renders.acquire().await.ok();
+    let rendered = plugin
+        .manifests(&cluster_input, &addon_input, &plugin_configs)
+        .await;
+    drop(permit);
+    let output = match rendered {
+        Ok(output) => output,
+        Err(e) => {
+            tracing::warn!(addon = %name, cluster = %namespace, error = %e, "plugin manifests() failed; last good works kept");
+            set(status, manifests_not_rendered(&e.to_string()), now);
+            return Ok(());
+        }
+    };
+    let texts: Vec<String> = output.iter().map(Value::to_string).collect();
+    let max_output = plugin.limits().max_output_bytes;
+    let manifests = match validate_manifests(&texts, max_output) {
+        Ok(manifests) => manifests,
+        Err(e) => {
+            set(status, manifests_not_rendered(&e.to_string()), now);
+            return Ok(());
+        }
+    };
+
+    // Build and apply.
+    let existing = deploy_only(list_works().await?);
+    let identity = AddonIdentity {
+        name: name.clone(),
+        namespace: namespace.clone(),
+        uid: addon.uid().unwrap_or_default(),
+    };
+    let plan = match deploy_works(&identity, &manifests, &existing, &[], &references) {
+        Ok(plan) => plan,
+        Err(e) => {
+            set(status, works_not_built(&e.to_string()), now);
+            return Ok(());
+        }
+    };
+    let nothing = plan.apply.is_empty() && plan.delete.is_empty() && existing.is_empty();
+    for work in &plan.apply {
+        let work_name = work.name_any();
+        if existing
+            .iter()
+            .any(|e| e.name_any() == work_name && unchanged(e, work))
+        {
+            continue;
+        }
+        let params = PatchParams::apply(crate::FIELD_MANAGER).force();
+        if let Err(e) = works_api.patch(&work_name, &params, &Patch::Apply(work)).await {
+            set(status, work_not_applied(&e.to_string()), now);
+            return Err(error::write(format!("ManifestWork {namespace}/{work_name}"))(e));
+        }
+        tracing::info!(addon = %name, cluster = %namespace, work = %work_name, "deploy work applied");
+    }
+    for work_name in &plan.delete {
+        match works_api.delete(work_name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(error::write(format!("ManifestWork {namespace}/{work_name}"))(e)),
+        }
+    }
+
+    // Report.
+    let works = deploy_only(list_works().await?);
+    if nothing {
+        set(status, nothing_to_apply(), now);
+    } else {
+        set_manifest_applied(&mut status.conditions, &works, now);
+    }
+    progress(status, &works, &mut references, None);
+    status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
+    Ok(())
+}

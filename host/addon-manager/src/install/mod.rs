@@ -1,0 +1,82 @@
+//! The install controller: a ClusterManagementAddOn with install strategy `Placements` has a
+//! ManagedClusterAddOn on every cluster of the union of its placements' decisions, with the CMA
+//! as controller owner, removed when the cluster leaves the decisions. `Manual` creates nothing.
+//!
+//! ```text
+//!  ClusterManagementAddOn ────────────────────┐
+//!  ManagedClusterAddOn (same name) ───────────┤
+//!  PlacementDecision (placement label) ───────┼─▶ reconcile(CMA)
+//!  Placement ─────────────────────────────────┘     (CMAs whose install strategy names it)
+//! ```
+
+mod reconcile;
+
+use std::sync::Arc;
+
+use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
+use flotilla_api::cluster::consts::PLACEMENT_LABEL;
+use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, ResourceExt};
+
+use crate::Options;
+
+/// What one reconcile needs.
+pub(crate) struct Context {
+    pub(crate) client: Client,
+    pub(crate) options: Options,
+}
+
+/// The CMAs whose install strategy names placement `namespace/name`.
+fn referring(
+    store: &Store<ClusterManagementAddOn>,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<ClusterManagementAddOn>> {
+    store
+        .state()
+        .iter()
+        .filter(|cma| {
+            cma.spec
+                .install_strategy
+                .placements
+                .iter()
+                .any(|p| p.placement.namespace == namespace && p.placement.name == name)
+        })
+        .map(|cma| ObjectRef::from_obj(cma.as_ref()))
+        .collect()
+}
+
+/// Runs the controller until dropped.
+pub(crate) async fn run(client: Client, options: Options) {
+    let controller = Controller::new(
+        Api::<ClusterManagementAddOn>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let by_decision = controller.store();
+    let by_placement = controller.store();
+    let controller = controller
+        .watches(
+            Api::<ManagedClusterAddOn>::all(client.clone()),
+            watcher::Config::default(),
+            |mca| Some(ObjectRef::<ClusterManagementAddOn>::new(&mca.name_any())),
+        )
+        .watches(
+            Api::<PlacementDecision>::all(client.clone()),
+            watcher::Config::default().labels(PLACEMENT_LABEL),
+            move |decision| match decision.labels().get(PLACEMENT_LABEL) {
+                Some(placement) => {
+                    referring(&by_decision, &decision.namespace().unwrap_or_default(), placement)
+                }
+                None => Vec::new(),
+            },
+        )
+        .watches(
+            Api::<Placement>::all(client.clone()),
+            watcher::Config::default(),
+            move |p| referring(&by_placement, &p.namespace().unwrap_or_default(), &p.name_any()),
+        );
+    let context = Arc::new(Context { client, options });
+    flotilla_kube::controller::run("addon-install", controller, reconcile::reconcile, context).await;
+}

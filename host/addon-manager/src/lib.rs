@@ -1,0 +1,67 @@
+//! The hub's add-on manager: one process drives every add-on whose hub logic is a plugin, where
+//! OCM runs one Go controller Deployment per add-on.
+//!
+//! ```text
+//!  watches                                   controller   writes
+//!  AddOnPlugin (Ready), ClusterManagementAddOn ▶ plugin ──▶ ClusterManagementAddOn (lifecycle
+//!                                                          addon-manager, addOnMeta, supportedConfigs)
+//!  ClusterManagementAddOn, Placement,          ▶ install ─▶ ManagedClusterAddOns of the install
+//!  PlacementDecision, ManagedClusterAddOn                   strategy's placements (CMA as owner)
+//!  ManagedClusterAddOn, ManifestWork, CMA,     ▶ deploy ──▶ addon-<name>-deploy-<i> ManifestWorks,
+//!  AddOnPlugin, ManagedCluster, configs                     ManifestApplied/Configured/Progressing,
+//!                                                           configReferences
+//! ```
+//!
+//! Each controller is a module with `mod.rs` (what it watches) and `reconcile.rs` (one
+//! reconcile); every decision (configs, hashes, work names and splitting, conditions, install
+//! plans) is a pure function in `flotilla_core::addon`. Plugins come from the shared
+//! [`PluginRegistry`] the AddOnPlugin controller fills; [`run`] starts the controllers and runs
+//! until the returned future is dropped.
+
+mod deploy;
+pub mod error;
+mod install;
+mod plugin;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_wasm::PluginRegistry;
+use kube::Client;
+
+pub use error::{Error, Result};
+
+/// Field manager of the add-on manager's server-side applies (CMAs and works).
+pub const FIELD_MANAGER: &str = "addon-manager";
+
+/// Settings of the add-on manager.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How often every object is looked at again without a change (repairs drift).
+    pub resync: Duration,
+    /// How soon an add-on whose plugin is not loaded yet, or whose call failed, is retried.
+    pub retry: Duration,
+    /// Most plugin `manifests()` calls in flight at once, over all add-ons and clusters.
+    pub max_concurrent_renders: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            resync: Duration::from_secs(300),
+            retry: Duration::from_secs(10),
+            max_concurrent_renders: 16,
+        }
+    }
+}
+
+/// Runs the plugin, install and deploy controllers concurrently until dropped. `registry` is
+/// the one the AddOnPlugin controller loads plugin revisions into.
+pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
+    tracing::info!("add-on manager starting");
+    futures::join!(
+        plugin::run(client.clone(), Arc::clone(&registry), options.clone()),
+        install::run(client.clone(), options.clone()),
+        deploy::run(client, registry, options),
+    );
+}
