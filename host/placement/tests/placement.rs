@@ -10,11 +10,7 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-use std::{
-    collections::BTreeSet,
-    sync::{LazyLock, Mutex},
-    time::Duration,
-};
+use std::{collections::BTreeSet, time::Duration};
 
 use flotilla_api::cluster::{
     consts::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL},
@@ -39,45 +35,19 @@ use serde_json::{Value, json};
 const TIMEOUT: Duration = Duration::from_secs(90);
 const CLUSTERSET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
 
-static STARTED: LazyLock<Mutex<bool>> = LazyLock::new(|| Mutex::new(false));
-
 /// The shared control plane with the placement controller running on its own thread.
 async fn hub() -> Client {
     let cp: &'static ControlPlane = flotilla_testing::shared("placement")
         .await
         .expect("control plane");
-    let first = {
-        let mut started = STARTED.lock().unwrap_or_else(|p| p.into_inner());
-        !std::mem::replace(&mut *started, true)
-    };
-    if first {
-        let kubeconfig = std::fs::read_to_string(cp.admin_kubeconfig()).unwrap();
-        std::thread::spawn(move || {
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_default_env()
-                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-                )
-                .with_test_writer()
-                .try_init();
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let client = flotilla_testing::kubeconfig::client_from_yaml(&kubeconfig)
-                    .await
-                    .unwrap();
-                let options = PlacementOptions {
-                    resync: Duration::from_secs(30),
-                    debounce: Duration::from_millis(50),
-                    concurrency: 4,
-                };
-                flotilla_placement::run(client, options).await;
-            });
-        });
-    }
+    flotilla_testing::spawn_controllers_once("placement", cp, |client| async move {
+        let options = PlacementOptions {
+            resync: Duration::from_secs(30),
+            debounce: Duration::from_millis(50),
+            concurrency: 4,
+        };
+        flotilla_placement::run(client, options).await;
+    });
     cp.admin_client().await.unwrap()
 }
 

@@ -25,4 +25,4 @@ pub mod wait;
 
 pub use controlplane::{ControlPlane, ControlPlaneBuilder, ControlPlaneState};
 pub use error::{Error, Result};
-pub use shared::shared;
+pub use shared::{init_tracing, shared, spawn_controllers_once};

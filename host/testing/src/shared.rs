@@ -28,3 +28,62 @@ pub async fn shared(name: &str) -> Result<&'static ControlPlane> {
     cell.get_or_try_init(|| ControlPlane::start(name.to_owned()))
         .await
 }
+
+/// Sends logs to the test output, filtered by `RUST_LOG` (default `warn`); later calls do
+/// nothing.
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+static CONTROLLERS: LazyLock<Mutex<std::collections::HashSet<String>>> =
+    LazyLock::new(|| Mutex::new(std::collections::HashSet::new()));
+
+/// Runs `controllers` against `cp` with its admin identity, once per `name` for the whole test
+/// binary, on a thread of its own with a two-worker runtime: each test's runtime ends with the
+/// test, while controllers shared by the binary's tests must outlive any one of them.
+pub fn spawn_controllers_once<F, Fut>(name: &str, cp: &ControlPlane, controllers: F)
+where
+    F: FnOnce(kube::Client) -> Fut + Send + 'static,
+    Fut: Future<Output = ()>,
+{
+    let first = CONTROLLERS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .insert(name.to_owned());
+    if !first {
+        return;
+    }
+    let kubeconfig = std::fs::read_to_string(cp.admin_kubeconfig());
+    let spawned = std::thread::Builder::new()
+        .name(format!("controllers-{name}"))
+        .spawn(move || {
+            init_tracing();
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(error) => return eprintln!("controllers: build a runtime: {error}"),
+            };
+            runtime.block_on(async move {
+                let client = match kubeconfig {
+                    Ok(yaml) => crate::kubeconfig::client_from_yaml(&yaml).await,
+                    Err(error) => return eprintln!("controllers: read the admin kubeconfig: {error}"),
+                };
+                match client {
+                    Ok(client) => controllers(client).await,
+                    Err(error) => eprintln!("controllers: connect: {error}"),
+                }
+            });
+        });
+    if let Err(error) = spawned {
+        eprintln!("controllers: start a thread: {error}");
+    }
+}

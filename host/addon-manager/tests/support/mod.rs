@@ -40,45 +40,24 @@ pub async fn hub() -> &'static ControlPlane {
             .expect("control plane starts");
         let client = cp.admin_client().await.expect("admin client");
         namespace(&client, SOURCES).await;
-        let kubeconfig = std::fs::read_to_string(cp.admin_kubeconfig()).expect("admin kubeconfig");
-        std::thread::Builder::new()
-            .name("hub-controllers".into())
-            .spawn(move || {
-                let _ = tracing_subscriber::fmt()
-                    .with_env_filter(
-                        tracing_subscriber::EnvFilter::try_from_default_env()
-                            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-                    )
-                    .with_test_writer()
-                    .try_init();
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .expect("hub runtime");
-                rt.block_on(async move {
-                    let client = flotilla_testing::kubeconfig::client_from_yaml(&kubeconfig)
-                        .await
-                        .expect("hub client");
-                    let registry = std::sync::Arc::new(PluginRegistry::new(runtime()));
-                    let config = ControllerConfig {
-                        resync: Duration::from_secs(600),
-                        backoff_min: Duration::from_millis(200),
-                        backoff_max: Duration::from_secs(2),
-                        ..ControllerConfig::default()
-                    };
-                    let options = flotilla_addon_manager::Options {
-                        resync: Duration::from_secs(600),
-                        retry: Duration::from_millis(500),
-                        max_concurrent_renders: 4,
-                    };
-                    futures::join!(
-                        controller::run(client.clone(), std::sync::Arc::clone(&registry), config),
-                        flotilla_addon_manager::run(client, registry, options),
-                    );
-                });
-            })
-            .expect("hub controllers thread");
+        flotilla_testing::spawn_controllers_once("addon-manager", cp, |client| async move {
+            let registry = std::sync::Arc::new(PluginRegistry::new(runtime()));
+            let config = ControllerConfig {
+                resync: Duration::from_secs(600),
+                backoff_min: Duration::from_millis(200),
+                backoff_max: Duration::from_secs(2),
+                ..ControllerConfig::default()
+            };
+            let options = flotilla_addon_manager::Options {
+                resync: Duration::from_secs(600),
+                retry: Duration::from_millis(500),
+                max_concurrent_renders: 4,
+            };
+            futures::join!(
+                controller::run(client.clone(), std::sync::Arc::clone(&registry), config),
+                flotilla_addon_manager::run(client, registry, options),
+            );
+        });
         cp
     })
     .await

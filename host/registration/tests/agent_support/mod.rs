@@ -45,13 +45,7 @@ pub const BOOTSTRAP_USER: &str = "system:bootstrap:agent-test";
 
 /// Logs of the agent in test output (`RUST_LOG=flotilla_registration=debug`).
 pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_test_writer()
-        .try_init();
+    flotilla_testing::init_tracing();
 }
 
 /// The shared hub and managed control planes of this test binary.

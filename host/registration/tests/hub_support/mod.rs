@@ -12,11 +12,7 @@
     reason = "test support: fail loudly; not every binary uses every helper"
 )]
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    sync::{LazyLock, Mutex},
-    time::Duration,
-};
+use std::{collections::BTreeMap, time::Duration};
 
 use flotilla_api::cluster::{
     consts::managed_cluster::{CONDITION_HUB_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_ACCEPTED},
@@ -46,41 +42,15 @@ pub fn test_options() -> HubOptions {
     }
 }
 
-static STARTED: LazyLock<Mutex<BTreeSet<String>>> = LazyLock::new(|| Mutex::new(BTreeSet::new()));
-
 /// The control plane `name` of this test binary, with the hub controllers running against it
 /// as the admin (started on first use).
 pub async fn hub(name: &str) -> &'static ControlPlane {
     let cp = flotilla_testing::shared(name).await.expect("start control plane");
-    let first = STARTED
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .insert(name.to_owned());
-    if first {
-        let kubeconfig = std::fs::read_to_string(cp.admin_kubeconfig()).expect("read admin kubeconfig");
-        std::thread::spawn(move || {
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_default_env()
-                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-                )
-                .with_test_writer()
-                .try_init();
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("hub runtime");
-            runtime.block_on(async move {
-                let client = flotilla_testing::kubeconfig::client_from_yaml(&kubeconfig)
-                    .await
-                    .expect("hub client");
-                if let Err(error) = hub::run(client, test_options()).await {
-                    eprintln!("hub stopped: {error}");
-                }
-            });
-        });
-    }
+    flotilla_testing::spawn_controllers_once(name, cp, |client| async move {
+        if let Err(error) = hub::run(client, test_options()).await {
+            eprintln!("hub stopped: {error}");
+        }
+    });
     cp
 }
 

@@ -14,7 +14,6 @@
 
 pub mod agent;
 
-use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use flotilla_api::cluster::consts::{DECISION_GROUP_INDEX_LABEL, DECISION_GROUP_NAME_LABEL, PLACEMENT_LABEL};
@@ -34,45 +33,19 @@ use serde_json::{Value, json};
 /// How long a test waits for the hub to act.
 pub const TIMEOUT: Duration = Duration::from_secs(90);
 
-static STARTED: LazyLock<Mutex<bool>> = LazyLock::new(|| Mutex::new(false));
-
 /// The control plane `name` of this test binary with the hub work controllers running against
 /// it as the admin (started on first use).
 pub async fn hub(name: &str) -> &'static ControlPlane {
     let cp = flotilla_testing::shared(name).await.expect("start control plane");
-    let first = {
-        let mut started = STARTED.lock().unwrap_or_else(|p| p.into_inner());
-        !std::mem::replace(&mut *started, true)
-    };
-    if first {
-        let kubeconfig = std::fs::read_to_string(cp.admin_kubeconfig()).expect("read admin kubeconfig");
-        std::thread::spawn(move || {
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_default_env()
-                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-                )
-                .with_test_writer()
-                .try_init();
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("hub runtime");
-            runtime.block_on(async move {
-                let client = flotilla_testing::kubeconfig::client_from_yaml(&kubeconfig)
-                    .await
-                    .expect("hub client");
-                hub::run(
-                    client,
-                    HubOptions {
-                        resync: Duration::from_secs(30),
-                    },
-                )
-                .await;
-            });
-        });
-    }
+    flotilla_testing::spawn_controllers_once(name, cp, |client| async move {
+        hub::run(
+            client,
+            HubOptions {
+                resync: Duration::from_secs(30),
+            },
+        )
+        .await;
+    });
     cp
 }
 
