@@ -34,3 +34,36 @@ pub fn status_code<T>(result: &Result<T, kube::Error>) -> Option<u16> {
         _ => None,
     }
 }
+
+/// CPU seconds (user + system) and resident memory (MiB) of a process, from /proc; zeros when
+/// the process is gone.
+pub fn process_usage(pid: u32) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // After the command name: state is field 0, utime 11, stime 12 (clock ticks of 1/100 s).
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|i| fields.get(*i)?.parse::<u64>().ok())
+        .sum();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss_kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0);
+    (ticks as f64 / 100.0, rss_kib / 1024)
+}
+
+/// A child process that is killed and reaped when dropped, so a benchmark that fails half-way
+/// leaves nothing running.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -32,26 +32,6 @@ use serde_json::{Value, json};
 /// Concurrency of both the controller and the direct writes.
 const CONCURRENCY: u16 = 8;
 
-/// CPU seconds (user + system) and resident memory (MiB) of this process, from /proc.
-fn usage() -> (f64, u64) {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|i| fields.get(*i)?.parse::<u64>().ok())
-        .sum();
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let rss_kib: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    (ticks as f64 / 100.0, rss_kib / 1024)
-}
-
 /// Sum of the apiserver's write requests (POST, PUT, PATCH, DELETE) so far.
 async fn writes(client: &Client) -> anyhow::Result<f64> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
@@ -208,12 +188,12 @@ async fn case(index: usize, placements_count: usize, clusters: usize) -> anyhow:
     println!("setup: {:.1} s", setup.elapsed().as_secs_f64());
 
     let writes_before = writes(&client).await?;
-    let (cpu_before, _) = usage();
+    let (cpu_before, _) = flotilla_tests::process_usage(std::process::id());
     let started = Instant::now();
     let stop = start_controller(std::fs::read_to_string(cp.admin_kubeconfig())?);
     let decisions = decided(&client, "bench", placements_count).await?;
     let elapsed = started.elapsed();
-    let (cpu_after, rss) = usage();
+    let (cpu_after, rss) = flotilla_tests::process_usage(std::process::id());
     let controller_writes = writes(&client).await? - writes_before;
     println!(
         "controller: all decisions in {:.2} s, CPU {:.1} s, RSS {rss} MiB, apiserver writes {controller_writes:.0}",

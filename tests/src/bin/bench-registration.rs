@@ -16,7 +16,7 @@
 
 use std::{
     collections::BTreeMap,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -37,36 +37,6 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
-
-struct HubProcess(Child);
-
-impl Drop for HubProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// CPU seconds (user + system) and resident memory (MiB) of a process, from /proc.
-fn usage(pid: u32) -> (f64, u64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    // After the command name: state is field 0, utime 11, stime 12 (clock ticks of 1/100 s).
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|i| fields.get(*i)?.parse::<u64>().ok())
-        .sum();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss_kib: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    (ticks as f64 / 100.0, rss_kib / 1024)
-}
 
 /// The hub's identity in this benchmark.
 const HUB_USER: &str = "flotilla-bench-hub";
@@ -264,7 +234,7 @@ async fn main() -> anyhow::Result<()> {
     prepare_hub(&hub_client).await?;
     let hub_kubeconfig = tempfile::NamedTempFile::new()?;
     std::fs::write(hub_kubeconfig.path(), hub_cp.kubeconfig_for(HUB_USER, &[])?)?;
-    let hub_process = HubProcess(
+    let hub_process = flotilla_tests::KillOnDrop(
         Command::new(&flotilla)
             .args(["hub", "--kubeconfig"])
             .arg(hub_kubeconfig.path())
@@ -316,7 +286,7 @@ async fn main() -> anyhow::Result<()> {
             agents.push(tokio::spawn(agent::run(managed.clone(), options)));
         }
         let approving = tokio::spawn(approver(hub_client.clone(), prefix.clone(), count));
-        let cpu_before = usage(hub_pid).0;
+        let cpu_before = flotilla_tests::process_usage(hub_pid).0;
         let mut ready_at: Vec<Duration> = Vec::new();
         let deadline = started + Duration::from_secs(600);
         while ready_at.len() < count {
@@ -340,7 +310,7 @@ async fn main() -> anyhow::Result<()> {
         }
         approving.await??;
         registered += count;
-        let (cpu_after, rss) = usage(hub_pid);
+        let (cpu_after, rss) = flotilla_tests::process_usage(hub_pid);
         let pick =
             |q: f64| ready_at[((ready_at.len() as f64 * q).ceil() as usize).clamp(1, ready_at.len()) - 1];
         println!(
@@ -353,10 +323,10 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let requests_before = requests_by_flow_schema(&hub_client).await?;
-    let cpu_before = usage(hub_pid).0;
+    let cpu_before = flotilla_tests::process_usage(hub_pid).0;
     tokio::time::sleep(Duration::from_secs(steady)).await;
     let requests_after = requests_by_flow_schema(&hub_client).await?;
-    let (cpu_after, rss) = usage(hub_pid);
+    let (cpu_after, rss) = flotilla_tests::process_usage(hub_pid);
     let minutes = steady as f64 / 60.0;
     let per_cluster_minute = |schema: &str| {
         let delta = requests_after.get(schema).copied().unwrap_or(0.0)

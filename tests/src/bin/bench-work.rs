@@ -11,7 +11,7 @@
 
 use std::{
     collections::BTreeMap,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -38,35 +38,6 @@ use serde_json::{Value, json};
 
 /// Requests in flight at once, for the raw creates and the work creates alike.
 const CONCURRENCY: usize = 10;
-
-struct AgentProcess(Child);
-
-impl Drop for AgentProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// CPU seconds (user + system) and resident memory (MiB) of a process, from /proc.
-fn usage(pid: u32) -> (f64, u64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|i| fields.get(*i)?.parse::<u64>().ok())
-        .sum();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss_kib: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    (ticks as f64 / 100.0, rss_kib / 1024)
-}
 
 fn objects(namespace: &str, name: &str) -> Vec<Value> {
     vec![
@@ -271,7 +242,7 @@ async fn main() -> anyhow::Result<()> {
     Api::<Secret>::namespaced(managed.clone(), agent_namespace)
         .create(&PostParams::default(), &secret)
         .await?;
-    let agent = AgentProcess(
+    let agent = flotilla_tests::KillOnDrop(
         Command::new(std::env::current_exe()?)
             .args([
                 "--agent",
@@ -287,9 +258,9 @@ async fn main() -> anyhow::Result<()> {
     println!("works  raw-create  create→Applied p50  p99     total    total/raw  agent-CPU  agent-RSS");
     for count in counts {
         let raw_time = raw(&managed, &format!("raw-{count}"), count).await?;
-        let (cpu_before, _) = usage(pid);
+        let (cpu_before, _) = flotilla_tests::process_usage(pid);
         let (latencies, total) = works(&hub, &managed, cluster, &format!("works-{count}"), count).await?;
-        let (cpu_after, rss) = usage(pid);
+        let (cpu_after, rss) = flotilla_tests::process_usage(pid);
         println!(
             "{count:<6} {:>9.2}s  {:>17.2}s  {:>6.2}s  {:>7.2}s  {:>8.2}x  {:>8.1}s  {:>6} MiB",
             raw_time.as_secs_f64(),
