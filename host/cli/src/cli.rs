@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{accept, clusterset, controlplane, get, init, join, plugin, run, work};
+use crate::{accept, addon, clusterset, controlplane, get, init, join, plugin, run, work};
 
 /// Flotilla: a multicluster control plane that speaks Open Cluster Management's APIs.
 #[derive(Debug, Parser)]
@@ -58,6 +58,9 @@ pub enum Command {
     /// Bind cluster sets to namespaces and choose their clusters.
     #[command(subcommand)]
     Clusterset(clusterset::Command),
+    /// Enable or disable add-ons on clusters or placements.
+    #[command(subcommand)]
+    Addon(addon::Command),
     /// Run a real local Kubernetes control plane (etcd, kube-apiserver,
     /// kube-controller-manager) on loopback.
     #[command(subcommand)]
@@ -94,6 +97,7 @@ impl Cli {
             Command::Create(CreateCommand::Work(args)) => work::create(&self.global, &args).await,
             Command::Delete(DeleteCommand::Work(args)) => work::delete(&self.global, &args).await,
             Command::Clusterset(command) => command.run(&self.global).await,
+            Command::Addon(command) => command.run(&self.global).await,
             Command::Controlplane(command) => command.run(&self.global).await,
             Command::Plugin(command) => command.run(&self.global).await,
         }

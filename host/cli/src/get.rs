@@ -1,4 +1,4 @@
-//! `flotilla get clusters|clustersets|placements|works|token`: tables in clusteradm's spirit, or
+//! `flotilla get clusters|clustersets|placements|works|addons|token`: tables in clusteradm's spirit, or
 //! objects with `-o yaml|json`.
 
 use clap::{Args, Subcommand};
@@ -31,6 +31,8 @@ pub enum Command {
     Works(crate::work::GetWorksArgs),
     /// Placements: selected clusters, and whether they are satisfied or why not.
     Placements(PlacementsArgs),
+    /// Add-ons per cluster: Available, ManifestApplied, Progressing and config rollout.
+    Addons(crate::addon::GetAddonsArgs),
     /// The command that joins a cluster to this hub.
     Token(init::TokenArgs),
 }
@@ -59,6 +61,7 @@ impl Command {
             Command::Clustersets(args) => clustersets(global, args.format).await,
             Command::Works(args) => crate::work::get(global, &args).await,
             Command::Placements(args) => placements(global, &args).await,
+            Command::Addons(args) => crate::addon::get(global, &args).await,
             Command::Token(args) => init::token(global, &args).await,
         }
     }

@@ -1,6 +1,7 @@
 //! The `flotilla` binary: parses the command line and hands off to a command module.
 
 mod accept;
+mod addon;
 mod cli;
 mod clusterset;
 mod controlplane;
@@ -11,6 +12,7 @@ mod kube;
 mod local;
 mod output;
 mod plugin;
+mod register;
 mod run;
 mod work;
 

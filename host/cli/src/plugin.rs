@@ -1,4 +1,5 @@
-//! `flotilla plugin run|inspect|push`: work with add-on plugins outside a hub.
+//! `flotilla plugin run|inspect|push`: work with add-on plugins outside a hub (`register`, which
+//! talks to the hub, lives in `register.rs`).
 //!
 //! * `run` loads a component into the same runtime the hub uses, with the same default limits an
 //!   `AddOnPlugin` gets, and calls one hook with inputs read from Kubernetes YAML (the objects the
@@ -32,6 +33,8 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Publish a plugin to an OCI registry in the CNCF Wasm artifact layout.
     Push(PushArgs),
+    /// Register a plugin with the hub: an `AddOnPlugin` that drives the add-on of the same name.
+    Register(crate::register::RegisterArgs),
 }
 
 /// The hooks of the contract.
@@ -154,8 +157,9 @@ pub struct PushArgs {
 }
 
 impl Command {
-    pub async fn run(self, _global: &GlobalArgs) -> anyhow::Result<()> {
+    pub async fn run(self, global: &GlobalArgs) -> anyhow::Result<()> {
         match self {
+            Command::Register(args) => crate::register::register(global, &args).await,
             Command::Run(args) => run(args).await,
             Command::Inspect(args) => inspect(args).await,
             Command::Push(args) => push(args).await,

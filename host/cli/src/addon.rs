@@ -1,0 +1,343 @@
+//! `flotilla addon enable|disable` and `flotilla get addons`: add-ons on clusters, in
+//! clusteradm's vocabulary. Enabling on clusters creates ManagedClusterAddOns (the Manual install
+//! strategy); enabling on a placement adds it to the ClusterManagementAddOn's `Placements`
+//! install strategy, and the hub's add-on manager follows its decisions.
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Subcommand};
+use flotilla_api::{
+    addon::{
+        consts::{DEFAULT_INSTALL_NAMESPACE, managed_cluster_addon as mca},
+        v1alpha1::{
+            AddOnConfig, ClusterManagementAddOn, ConfigGroupResource, ConfigReferent, InstallStrategyType,
+            ManagedClusterAddOn, PlacementRef, PlacementStrategy,
+        },
+    },
+    cluster::v1::ManagedCluster,
+};
+use flotilla_core::conditions;
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+
+use crate::{
+    cli::GlobalArgs,
+    kube::client,
+    output::{Format, print},
+};
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Install add-ons on clusters, or on the clusters a placement selects.
+    Enable(EnableArgs),
+    /// Remove add-ons from clusters, or stop installing them through a placement.
+    Disable(DisableArgs),
+}
+
+/// Where an add-on goes: named clusters or a placement.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct Target {
+    /// Clusters (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub clusters: Vec<String>,
+    /// A placement, `NAMESPACE/NAME`.
+    #[arg(long)]
+    pub placement: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct EnableArgs {
+    /// Add-on names (comma-separated).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub names: Vec<String>,
+    #[command(flatten)]
+    pub target: Target,
+    /// The namespace the add-on's agent is installed into on the managed cluster.
+    #[arg(long, default_value = DEFAULT_INSTALL_NAMESPACE)]
+    pub namespace: String,
+    /// A config, `GROUP/RESOURCE/NAMESPACE/NAME` (empty group for the core group, empty
+    /// namespace for cluster-scoped configs); repeatable.
+    #[arg(long = "config", value_parser = parse_config)]
+    pub configs: Vec<AddOnConfig>,
+}
+
+#[derive(Debug, Args)]
+pub struct DisableArgs {
+    /// Add-on names (comma-separated).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub names: Vec<String>,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+#[derive(Debug, Args)]
+pub struct GetAddonsArgs {
+    /// Only this cluster's add-ons.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t)]
+    pub format: Format,
+}
+
+impl Command {
+    pub async fn run(self, global: &GlobalArgs) -> anyhow::Result<()> {
+        match self {
+            Command::Enable(args) => enable(global, &args).await,
+            Command::Disable(args) => disable(global, &args).await,
+        }
+    }
+}
+
+/// Parses `GROUP/RESOURCE/NAMESPACE/NAME`.
+fn parse_config(text: &str) -> Result<AddOnConfig, String> {
+    let parts: Vec<&str> = text.split('/').collect();
+    let [group, resource, namespace, name] = parts[..] else {
+        return Err(format!(
+            "{text:?} is not GROUP/RESOURCE/NAMESPACE/NAME, e.g. \
+             addon.open-cluster-management.io/addondeploymentconfigs/default/my-config"
+        ));
+    };
+    if resource.is_empty() || name.is_empty() {
+        return Err(format!("{text:?} needs a resource and a name"));
+    }
+    Ok(AddOnConfig {
+        group_resource: ConfigGroupResource {
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+        },
+        referent: ConfigReferent {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        },
+    })
+}
+
+/// Parses `NAMESPACE/NAME`.
+fn parse_placement(text: &str) -> anyhow::Result<PlacementRef> {
+    match text.split_once('/') {
+        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok(PlacementRef {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })
+        }
+        _ => bail!("--placement {text:?}: use NAMESPACE/NAME"),
+    }
+}
+
+async fn enable(global: &GlobalArgs, args: &EnableArgs) -> anyhow::Result<()> {
+    let (hub, _) = client(global).await.context("connect to the hub")?;
+    if let Some(placement) = &args.target.placement {
+        let placement = parse_placement(placement)?;
+        for name in &args.names {
+            edit_placements(&hub, name, |placements| {
+                let entry = PlacementStrategy {
+                    placement: placement.clone(),
+                    configs: args.configs.clone(),
+                    ..Default::default()
+                };
+                match placements.iter_mut().find(|p| p.placement == placement) {
+                    Some(existing) => {
+                        existing.configs = entry.configs;
+                    }
+                    None => placements.push(entry),
+                }
+            })
+            .await?;
+            eprintln!(
+                "add-on {name:?} is installed on the clusters of placement {}/{}",
+                placement.namespace, placement.name
+            );
+        }
+        return Ok(());
+    }
+    let clusters: Api<ManagedCluster> = Api::all(hub.clone());
+    for cluster in &args.target.clusters {
+        if clusters.get_opt(cluster).await?.is_none() {
+            bail!("no ManagedCluster {cluster:?} on this hub (see `flotilla get clusters`)");
+        }
+    }
+    for cluster in &args.target.clusters {
+        let addons: Api<ManagedClusterAddOn> = Api::namespaced(hub.clone(), cluster);
+        for name in &args.names {
+            let addon: ManagedClusterAddOn = serde_json::from_value(json!({
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+                "kind": "ManagedClusterAddOn",
+                "metadata": { "name": name, "namespace": cluster },
+                "spec": { "installNamespace": args.namespace, "configs": args.configs },
+            }))?;
+            match addons.create(&PostParams::default(), &addon).await {
+                Ok(_) => eprintln!("add-on {name:?} enabled on cluster {cluster:?}"),
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    let patch =
+                        json!({ "spec": { "installNamespace": args.namespace, "configs": args.configs } });
+                    addons
+                        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .with_context(|| format!("update add-on {name:?} on cluster {cluster:?}"))?;
+                    eprintln!("add-on {name:?} on cluster {cluster:?} updated");
+                }
+                Err(error) => {
+                    return Err(error)
+                        .with_context(|| format!("enable add-on {name:?} on cluster {cluster:?}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn disable(global: &GlobalArgs, args: &DisableArgs) -> anyhow::Result<()> {
+    let (hub, _) = client(global).await.context("connect to the hub")?;
+    if let Some(placement) = &args.target.placement {
+        let placement = parse_placement(placement)?;
+        for name in &args.names {
+            edit_placements(&hub, name, |placements| {
+                placements.retain(|p| p.placement != placement)
+            })
+            .await?;
+            eprintln!(
+                "add-on {name:?} is no longer installed through placement {}/{}",
+                placement.namespace, placement.name
+            );
+        }
+        return Ok(());
+    }
+    for cluster in &args.target.clusters {
+        let addons: Api<ManagedClusterAddOn> = Api::namespaced(hub.clone(), cluster);
+        for name in &args.names {
+            match addons.delete(name, &DeleteParams::default()).await {
+                Ok(_) => eprintln!("add-on {name:?} disabled on cluster {cluster:?}"),
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    eprintln!("add-on {name:?} was not enabled on cluster {cluster:?}");
+                }
+                Err(error) => {
+                    return Err(error)
+                        .with_context(|| format!("disable add-on {name:?} on cluster {cluster:?}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Changes the placements of add-on `name`'s install strategy with `edit` and writes them back
+/// (type `Placements` while any remain, else `Manual`), guarded by the resourceVersion read.
+async fn edit_placements(
+    hub: &kube::Client,
+    name: &str,
+    edit: impl FnOnce(&mut Vec<PlacementStrategy>),
+) -> anyhow::Result<()> {
+    let api: Api<ClusterManagementAddOn> = Api::all(hub.clone());
+    let Some(cma) = api.get_opt(name).await? else {
+        bail!(
+            "no ClusterManagementAddOn {name:?} on this hub: register its plugin first \
+             (`flotilla plugin register {name} --oci REF`)"
+        );
+    };
+    let mut strategy = cma.spec.install_strategy.clone();
+    edit(&mut strategy.placements);
+    strategy.type_ = if strategy.placements.is_empty() {
+        InstallStrategyType::Manual
+    } else {
+        InstallStrategyType::Placements
+    };
+    // An empty list is left out of the type's JSON, but a merge patch must say it to clear it.
+    let mut install_strategy = serde_json::to_value(&strategy)?;
+    install_strategy["placements"] = serde_json::to_value(&strategy.placements)?;
+    let patch = json!({
+        "metadata": { "resourceVersion": cma.resource_version() },
+        "spec": { "installStrategy": install_strategy },
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .with_context(|| format!("update the install strategy of add-on {name:?}"))?;
+    Ok(())
+}
+
+/// `flotilla get addons`: one row per add-on and cluster.
+pub async fn get(global: &GlobalArgs, args: &GetAddonsArgs) -> anyhow::Result<()> {
+    let (hub, _) = client(global).await.context("connect to the hub")?;
+    let api: Api<ManagedClusterAddOn> = match &args.cluster {
+        Some(cluster) => Api::namespaced(hub, cluster),
+        None => Api::all(hub),
+    };
+    let mut addons = api.list(&ListParams::default()).await?.items;
+    addons.sort_by_key(|a| (a.namespace(), a.name_any()));
+    let rows = addons
+        .iter()
+        .map(|addon| {
+            let status = addon.status.clone().unwrap_or_default();
+            let state = |type_: &str| {
+                conditions::find(&status.conditions, type_)
+                    .map(|c| format!("{} ({})", c.status, c.reason))
+                    .unwrap_or_else(|| "-".to_owned())
+            };
+            let configs = if status.config_references.is_empty() {
+                "-".to_owned()
+            } else {
+                let applied = status
+                    .config_references
+                    .iter()
+                    .filter(|r| r.desired_config.is_some() && r.desired_config == r.last_applied_config)
+                    .count();
+                format!("{applied}/{} applied", status.config_references.len())
+            };
+            vec![
+                addon.namespace().unwrap_or_default(),
+                addon.name_any(),
+                state(mca::CONDITION_AVAILABLE),
+                state(mca::CONDITION_MANIFEST_APPLIED),
+                state(mca::CONDITION_PROGRESSING),
+                configs,
+            ]
+        })
+        .collect();
+    print(
+        args.format,
+        &addons,
+        &[
+            "CLUSTER",
+            "NAME",
+            "AVAILABLE",
+            "MANIFESTAPPLIED",
+            "PROGRESSING",
+            "CONFIGS",
+        ],
+        rows,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_and_placements_parse_or_say_what_is_expected() {
+        let config =
+            parse_config("addon.open-cluster-management.io/addondeploymentconfigs/default/cfg").unwrap();
+        assert_eq!(config.group_resource.resource, "addondeploymentconfigs");
+        assert_eq!(config.referent.namespace, "default");
+        let core = parse_config("/configmaps//cfg").unwrap();
+        assert_eq!(
+            (
+                core.group_resource.group.as_str(),
+                core.referent.namespace.as_str()
+            ),
+            ("", "")
+        );
+        assert!(
+            parse_config("addondeploymentconfigs/cfg")
+                .unwrap_err()
+                .contains("GROUP/RESOURCE/NAMESPACE/NAME")
+        );
+        assert!(parse_config("g//ns/cfg").is_err());
+        assert_eq!(parse_placement("default/web").unwrap().name, "web");
+        assert!(parse_placement("web").is_err());
+        assert!(parse_placement("a/b/c").is_err());
+    }
+}
