@@ -9,13 +9,15 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
+mod common;
+
 use std::{
     collections::BTreeMap,
-    path::Path,
-    process::{Child, Command, Output, Stdio},
+    process::{Command, Output, Stdio},
     time::Duration,
 };
 
+use common::{Running, flotilla, ok};
 use flotilla_api::{
     addon::v1alpha1::{ClusterManagementAddOn, InstallStrategyType, ManagedClusterAddOn},
     plugins::v1alpha1::AddOnPlugin,
@@ -31,35 +33,6 @@ use kube::{Api, api::PostParams};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn flotilla(kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flotilla"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap()
-}
-
-fn ok(output: Output) -> String {
-    assert!(
-        output.status.success(),
-        "flotilla failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 /// Runs a command that must fail, and returns what it said.
 fn refused(output: Output) -> String {

@@ -7,44 +7,17 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
+mod common;
+
 use std::{
-    path::Path,
-    process::{Child, Command, Output, Stdio},
+    process::{Command, Stdio},
     time::Duration,
 };
 
+use common::{Running, flotilla, ok};
 use flotilla_testing::{ControlPlane, wait};
 use kube::{Api, api::PostParams};
 use serde_json::json;
-
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn flotilla(kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flotilla"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap()
-}
-
-fn ok(output: Output) -> String {
-    assert!(
-        output.status.success(),
-        "flotilla failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 async fn create<K>(api: &Api<K>, value: serde_json::Value)
 where
