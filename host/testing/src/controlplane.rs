@@ -154,6 +154,9 @@ pub struct ControlPlane {
     processes: Vec<(&'static str, Child)>,
     detached: bool,
     timings: Vec<(&'static str, Duration)>,
+    /// The apiserver's arguments, kept so that [`ControlPlane::start_apiserver`] brings it back
+    /// on the same port with the same certificates and etcd.
+    apiserver_args: Vec<String>,
     // Declared last so the directory is removed after the processes are gone.
     _temp: Option<TempDir>,
 }
@@ -261,6 +264,7 @@ impl ControlPlane {
             processes: Vec::new(),
             detached: settings.detached,
             timings: Vec::new(),
+            apiserver_args: Vec::new(),
             _temp: temp,
         };
 
@@ -278,29 +282,27 @@ impl ControlPlane {
         cp.timings.push(("etcd serving", started.elapsed()));
 
         let path = |p: &Path| p.display().to_string();
-        cp.spawn(
-            "kube-apiserver",
-            &[
-                format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".into(),
-                "--advertise-address=127.0.0.1".into(),
-                format!("--secure-port={api_port}"),
-                format!("--cert-dir={}", path(&pki)),
-                format!("--tls-cert-file={}", path(&tls_crt)),
-                format!("--tls-private-key-file={}", path(&tls_key)),
-                format!("--client-ca-file={}", path(&ca_crt)),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-                format!("--service-account-signing-key-file={}", path(&sa_key)),
-                format!("--service-account-key-file={}", path(&sa_pub)),
-                "--authorization-mode=RBAC".into(),
-                "--enable-bootstrap-token-auth=true".into(),
-                "--service-cluster-ip-range=10.0.0.0/24".into(),
-                // Loopback addresses may not be endpoints of the `kubernetes` service.
-                "--endpoint-reconciler-type=none".into(),
-                "--profiling=false".into(),
-                "--v=0".into(),
-            ],
-        )?;
+        cp.apiserver_args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={api_port}"),
+            format!("--cert-dir={}", path(&pki)),
+            format!("--tls-cert-file={}", path(&tls_crt)),
+            format!("--tls-private-key-file={}", path(&tls_key)),
+            format!("--client-ca-file={}", path(&ca_crt)),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            format!("--service-account-signing-key-file={}", path(&sa_key)),
+            format!("--service-account-key-file={}", path(&sa_pub)),
+            "--authorization-mode=RBAC".into(),
+            "--enable-bootstrap-token-auth=true".into(),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            // Loopback addresses may not be endpoints of the `kubernetes` service.
+            "--endpoint-reconciler-type=none".into(),
+            "--profiling=false".into(),
+            "--v=0".into(),
+        ];
+        cp.spawn("kube-apiserver", &cp.apiserver_args.clone())?;
         cp.wait_for_readyz().await?;
         cp.timings.push(("kube-apiserver ready", started.elapsed()));
 
@@ -337,7 +339,12 @@ impl ControlPlane {
 
     fn spawn(&mut self, component: &'static str, args: &[String]) -> Result<()> {
         let log_path = self.log_path(component);
-        let log = File::create(&log_path).map_err(io(format!("create {}", log_path.display())))?;
+        // Appended to, so a restarted component keeps its earlier log.
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(io(format!("open {}", log_path.display())))?;
         let log_err = log.try_clone().map_err(io("clone log handle"))?;
         let mut command = Command::new(&self.state.binary);
         command.arg(component).args(args).stdout(log).stderr(log_err);
@@ -547,6 +554,33 @@ impl ControlPlane {
         };
         let all: Vec<String> = BufReader::new(file).lines().map_while(|l| l.ok()).collect();
         all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Stops the kube-apiserver alone (etcd and the controller manager keep running), as an
+    /// outage of the API does: clients get connection errors until [`Self::start_apiserver`].
+    pub fn stop_apiserver(&mut self) -> Result<()> {
+        let Some(index) = self
+            .processes
+            .iter()
+            .position(|(name, _)| *name == "kube-apiserver")
+        else {
+            return Err(Error::State("the kube-apiserver is not running".into()));
+        };
+        let (_, mut child) = self.processes.remove(index);
+        child.kill().map_err(io("kill kube-apiserver"))?;
+        child.wait().map_err(io("wait for kube-apiserver"))?;
+        self.state.pids.retain(|(name, _)| name != "kube-apiserver");
+        Ok(())
+    }
+
+    /// Starts the kube-apiserver again after [`Self::stop_apiserver`], on the same port and
+    /// etcd, and waits until it is ready.
+    pub async fn start_apiserver(&mut self) -> Result<()> {
+        if self.processes.iter().any(|(name, _)| *name == "kube-apiserver") {
+            return Err(Error::State("the kube-apiserver is already running".into()));
+        }
+        self.spawn("kube-apiserver", &self.apiserver_args.clone())?;
+        self.wait_for_readyz().await
     }
 
     /// Leaves the processes running after this handle is gone, records where they are in

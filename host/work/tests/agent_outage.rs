@@ -1,6 +1,11 @@
-//! The hub becomes unreachable for the agent (a cut proxy between them) while works are
-//! changed, deleted and created on the hub: nothing applied is deleted during the outage, and
-//! after it the end state is the one a run without the outage gives, object by object.
+//! The hub's kube-apiserver stops under a running agent; works are changed, deleted and
+//! created on the hub while the agent still cannot reach it: nothing applied is deleted during
+//! the outage, and after it the end state is the one a run without the outage gives, object by
+//! object.
+//!
+//! A stopped apiserver takes no writes, so the writes are queued until it is back; the agent
+//! reaches the hub through a proxy that stays cut until they are made, so it has to catch up
+//! with them rather than watch them happen.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
@@ -14,6 +19,7 @@ use std::{
 
 use agent_support::*;
 use flotilla_api::work::v1::Manifest;
+use flotilla_testing::ControlPlane;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
@@ -43,10 +49,13 @@ async fn uids(cms: &Api<ConfigMap>) -> BTreeMap<String, String> {
 }
 
 #[tokio::test]
-async fn nothing_is_deleted_while_the_hub_is_unreachable_and_the_agent_catches_up_after() {
-    let (hub, _) = planes().await;
+async fn nothing_is_deleted_while_the_hub_apiserver_is_down_and_the_agent_catches_up_after() {
+    let (_, managed) = planes().await;
+    // A hub of this test's own: it is the one that stops.
+    let mut hub = ControlPlane::start("work-outage-hub").await.unwrap();
     let proxy = HubProxy::start(hub.server().trim_start_matches("https://").to_owned()).await;
-    let agent = start_agent_via("cluster-outage", &proxy).await;
+    let cluster = "cluster-outage";
+    let agent = start_agent_on(&hub, managed, cluster, options(cluster), Some(&proxy.url)).await;
     let ns = "work-outage";
     namespace(&agent.managed, ns).await;
     agent
@@ -82,17 +91,8 @@ async fn nothing_is_deleted_while_the_hub_is_unreachable_and_the_agent_catches_u
         }
     });
 
-    proxy.cut();
-    // Meanwhile, on the hub: a manifest dropped and one added, a work deleted, a work created.
-    change.spec.workload.manifests = vec![Manifest(config_map(ns, "c")), Manifest(config_map(ns, "f"))];
-    agent.set_spec("change", &change.spec).await;
-    agent
-        .works()
-        .delete("gone", &DeleteParams::default())
-        .await
-        .unwrap();
-    agent.create(&work("new", vec![config_map(ns, "g")])).await;
-    // Several resyncs and status syncs of the agent pass while the hub is unreachable.
+    hub.stop_apiserver().unwrap();
+    // Several resyncs and status syncs of the agent pass while the hub's API is down.
     tokio::time::sleep(Duration::from_secs(10)).await;
     let during = deletions.lock().unwrap().clone();
     let deleted_during: Vec<String> = {
@@ -103,6 +103,21 @@ async fn nothing_is_deleted_while_the_hub_is_unreachable_and_the_agent_catches_u
         during.is_empty() && deleted_during.is_empty(),
         "deleted during the outage: {during:?} {deleted_during:?}"
     );
+
+    // The API returns; the queued writes land while the agent still cannot reach it: a
+    // manifest dropped and one added, a work deleted, a work created.
+    proxy.cut();
+    hub.start_apiserver().await.unwrap();
+    change.spec.workload.manifests = vec![Manifest(config_map(ns, "c")), Manifest(config_map(ns, "f"))];
+    agent.set_spec("change", &change.spec).await;
+    agent
+        .works()
+        .delete("gone", &DeleteParams::default())
+        .await
+        .unwrap();
+    agent.create(&work("new", vec![config_map(ns, "g")])).await;
+    let still = uids(&cms).await;
+    assert_eq!(still, before, "the agent acted before it could see the hub again");
 
     proxy.restore();
     agent.wait_condition("change", "Applied", "True").await;

@@ -111,8 +111,19 @@ pub async fn start_agent_with(cluster: &str, options: AgentOptions) -> Agent {
 
 /// [`start_agent_with`], reaching the hub at `server` instead of its own URL when given.
 pub async fn start_agent_at(cluster: &str, options: AgentOptions, server: Option<&str>) -> Agent {
-    init_tracing();
     let (hub, managed) = planes().await;
+    start_agent_on(hub, managed, cluster, options, server).await
+}
+
+/// [`start_agent_at`] with a hub control plane of the test's own (one it may stop).
+pub async fn start_agent_on(
+    hub: &ControlPlane,
+    managed: &ControlPlane,
+    cluster: &str,
+    options: AgentOptions,
+    server: Option<&str>,
+) -> Agent {
+    init_tracing();
     let hub_admin = hub.admin_client().await.unwrap();
     let managed_admin = managed.admin_client().await.unwrap();
     namespace(&hub_admin, cluster).await;
