@@ -58,6 +58,8 @@ pub fn owner_of_label(value: &str) -> Option<(&str, &str)> {
 
 /// The rollout state of a cluster from its ManifestWork.
 ///
+/// Failed when the agent reports that applying failed (`Applied` False with `Progressing` and
+/// `Degraded` True, all at the work's current generation). Otherwise
 /// ToApply until the agent reports `Applied` True and both `Applied` and `Progressing` (and
 /// `Degraded`, when present) observed the work's current generation. Then: `Progressing` True
 /// with `Degraded` True is Failed, `Progressing` True is Progressing, `Progressing` False is
@@ -77,7 +79,16 @@ pub fn cluster_rollout_status(cluster: &str, work: &ManifestWork) -> ClusterStat
     );
 
     let to_apply = ClusterStatus::new(cluster, ClusterState::ToApply, None);
-    if !applied.is_some_and(|c| observed(c) && c.status == TRUE) {
+    let reported = |c: Option<&Condition>, status: &str| c.is_some_and(|c| observed(c) && c.status == status);
+    // OCM reads `Applied` False as "not applied yet" (ToApply), so a work that cannot be applied
+    // holds its rollout slot forever. Flotilla's agent says when applying failed (`Progressing`
+    // and `Degraded` True at the same generation); that is a failure, counted against
+    // `maxFailures`. An OCM agent never writes that combination itself.
+    if reported(applied, FALSE) && reported(progressing, TRUE) && reported(degraded, TRUE) {
+        let since = degraded.map(|d| d.last_transition_time.0);
+        return ClusterStatus::new(cluster, ClusterState::Failed, since);
+    }
+    if !reported(applied, TRUE) {
         return to_apply;
     }
     let Some(progressing) = progressing.filter(|c| observed(c)) else {

@@ -13,6 +13,7 @@
 )]
 
 pub mod agent;
+pub mod view;
 
 use std::time::Duration;
 

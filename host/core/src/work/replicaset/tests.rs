@@ -37,6 +37,12 @@ fn work(generation: i64, conds: &[(&str, &str, i64, i64)]) -> ManifestWork {
 #[case::applied_at_an_old_generation(
     work(2, &[("Applied", "True", 1, 0), ("Progressing", "False", 2, 0)]), ClusterState::ToApply, None)]
 #[case::applied_false(work(1, &[("Applied", "False", 1, 0), ("Progressing", "False", 1, 0)]), ClusterState::ToApply, None)]
+#[case::applying_failed_is_a_failure_from_the_degraded_time(
+    work(1, &[("Applied", "False", 1, 0), ("Progressing", "True", 1, 2), ("Degraded", "True", 1, 6)]), ClusterState::Failed, Some(6))]
+#[case::applying_failed_at_an_old_generation(
+    work(2, &[("Applied", "False", 2, 0), ("Progressing", "True", 2, 2), ("Degraded", "True", 1, 6)]), ClusterState::ToApply, None)]
+#[case::applied_false_without_degraded(
+    work(1, &[("Applied", "False", 1, 0), ("Progressing", "True", 1, 2)]), ClusterState::ToApply, None)]
 #[case::no_progressing_condition(work(1, &[("Applied", "True", 1, 0)]), ClusterState::ToApply, None)]
 #[case::progressing_at_an_old_generation(
     work(2, &[("Applied", "True", 2, 0), ("Progressing", "False", 1, 0)]), ClusterState::ToApply, None)]
