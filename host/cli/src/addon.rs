@@ -226,7 +226,7 @@ async fn disable(global: &GlobalArgs, args: &DisableArgs) -> anyhow::Result<()> 
 }
 
 /// Changes the placements of add-on `name`'s install strategy with `edit` and writes them back
-/// (type `Placements` while any remain, else `Manual`), guarded by the resourceVersion read.
+/// (type `Placements`, also with none left), guarded by the resourceVersion read.
 async fn edit_placements(
     hub: &kube::Client,
     name: &str,
@@ -241,11 +241,9 @@ async fn edit_placements(
     };
     let mut strategy = cma.spec.install_strategy.clone();
     edit(&mut strategy.placements);
-    strategy.type_ = if strategy.placements.is_empty() {
-        InstallStrategyType::Manual
-    } else {
-        InstallStrategyType::Placements
-    };
+    // `Placements` even when none remain: the hub then removes the add-ons it installed, where
+    // `Manual` would leave them in place (as OCM does).
+    strategy.type_ = InstallStrategyType::Placements;
     // An empty list is left out of the type's JSON, but a merge patch must say it to clear it.
     let mut install_strategy = serde_json::to_value(&strategy)?;
     install_strategy["placements"] = serde_json::to_value(&strategy.placements)?;

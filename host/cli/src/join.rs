@@ -97,13 +97,17 @@ pub async fn join(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<()> {
         .await
         .context("connect to the managed cluster (--kubeconfig)")?;
     let namespace = &args.agent_namespace;
-    apply(
-        &Api::<Namespace>::all(managed.clone()),
-        &serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": namespace }
-        }))?,
-    )
-    .await?;
+    // The agent's namespace, and the default install namespace of add-ons, which OCM's
+    // klusterlet also creates: add-on works write into it without creating it.
+    for name in [namespace.as_str(), names::ADDON_NAMESPACE] {
+        apply(
+            &Api::<Namespace>::all(managed.clone()),
+            &serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name }
+            }))?,
+        )
+        .await?;
+    }
     let mut secret: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": { "name": names::BOOTSTRAP_SECRET, "namespace": namespace },

@@ -231,7 +231,11 @@ async fn plugin_register_and_addon_enable_deploy_an_addon_that_get_addons_shows_
         ],
     ));
     let strategy = cmas.get("helloworld").await.unwrap().spec.install_strategy;
-    assert_eq!(strategy.type_, InstallStrategyType::Manual);
+    assert_eq!(
+        strategy.type_,
+        InstallStrategyType::Placements,
+        "so the hub removes what it installed"
+    );
     assert!(strategy.placements.is_empty());
 
     ok(flotilla(

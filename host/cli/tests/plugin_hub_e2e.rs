@@ -9,10 +9,14 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::Output;
 use std::time::Duration;
+
+use common::{flotilla_at, hub_service_account, ok, start_hub};
 
 use flotilla_api::plugins::v1alpha1::{
     AddOnPlugin, AddOnPluginSpec, AddOnPluginStatus, ConfigMapSource, OciSource, PluginSource,
@@ -28,41 +32,8 @@ use kube::api::{Patch, PatchParams};
 
 const NS: &str = "plugin-sources";
 
-fn flotilla_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_flotilla"))
-}
-
 fn flotilla(state: &Path, kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new(flotilla_binary())
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env("FLOTILLA_STATE_DIR", state)
-        .env("HOME", state)
-        .env_remove("KUBECONFIG")
-        .env_remove("DOCKER_CONFIG")
-        .output()
-        .unwrap()
-}
-
-fn ok(output: Output) -> String {
-    assert!(
-        output.status.success(),
-        "flotilla failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// A child process killed when dropped.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    flotilla_at(state, kubeconfig, args)
 }
 
 fn plugin(name: &str, source: PluginSource, digest: Option<&str>) -> AddOnPlugin {
@@ -114,26 +85,7 @@ async fn flotilla_hub_loads_plugins_from_a_config_map_and_a_registry_and_names_a
     ok(flotilla(state, hub.admin_kubeconfig(), &["init"]));
 
     // The hub runs as the service account of deploy/hub, proving its ClusterRole suffices.
-    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/hub/hub.yaml");
-    let applied = hub.kubectl().args(["apply", "-f", manifests]).output().unwrap();
-    assert!(
-        applied.status.success(),
-        "{}",
-        String::from_utf8_lossy(&applied.stderr)
-    );
-    let hub_identity = state.join("hub-sa.kubeconfig");
-    std::fs::write(
-        &hub_identity,
-        hub.kubeconfig_for(
-            "system:serviceaccount:open-cluster-management-hub:flotilla-hub",
-            &[
-                "system:serviceaccounts",
-                "system:serviceaccounts:open-cluster-management-hub",
-            ],
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let hub_identity = hub_service_account(&hub, state);
 
     // Publish and sign with the CLI, as a plugin author would; the hub requires the signature.
     let (private_key, public_key) = key_pair();
@@ -193,21 +145,15 @@ async fn flotilla_hub_loads_plugins_from_a_config_map_and_a_registry_and_names_a
     }
 
     let hub_log_path = state.join("hub.log");
-    let hub_log = std::fs::File::create(&hub_log_path).unwrap();
-    let _hub_process = Running(
-        Command::new(flotilla_binary())
-            .arg("hub")
-            .arg("--kubeconfig")
-            .arg(&hub_identity)
-            .arg("--plugin-cache-dir")
-            .arg(state.join("plugin-artifacts"))
-            .arg("--plugin-resync-seconds=600")
-            .env("RUST_LOG", "info,flotilla_wasm=debug")
-            .stdin(Stdio::null())
-            .stdout(hub_log.try_clone().unwrap())
-            .stderr(hub_log)
-            .spawn()
-            .unwrap(),
+    let cache = state.join("plugin-artifacts");
+    let _hub_process = start_hub(
+        &hub_identity,
+        &hub_log_path,
+        &[
+            "--plugin-cache-dir",
+            cache.to_str().unwrap(),
+            "--plugin-resync-seconds=600",
+        ],
     );
 
     let plugins_api: Api<AddOnPlugin> = Api::all(client.clone());

@@ -7,10 +7,12 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-use std::{
-    path::{Path, PathBuf},
-    process::{Child, Command, Output, Stdio},
-    time::Duration,
+mod common;
+
+use std::{path::Path, process::Output, time::Duration};
+
+use common::{
+    Klusterlets, flotilla_at, hub_service_account, hub_token, join_local, klusterlet_pid, ok, start_hub,
 };
 
 use flotilla_api::cluster::{
@@ -21,98 +23,8 @@ use flotilla_core::conditions;
 use flotilla_testing::{ControlPlane, wait};
 use kube::Api;
 
-fn flotilla_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_flotilla"))
-}
-
 fn flotilla(state: &Path, kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new(flotilla_binary())
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env("FLOTILLA_STATE_DIR", state)
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap()
-}
-
-fn ok(output: Output) -> String {
-    assert!(
-        output.status.success(),
-        "flotilla failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// The token in the join command `flotilla init` printed.
-fn hub_token(join_line: &str) -> String {
-    join_line
-        .split_whitespace()
-        .skip_while(|w| *w != "--hub-token")
-        .nth(1)
-        .unwrap()
-        .to_owned()
-}
-
-/// `flotilla join --local` of `cluster` on the control plane with admin kubeconfig `managed`.
-fn join_local(
-    state: &Path,
-    managed: &Path,
-    hub_server: &str,
-    token: &str,
-    cluster: &str,
-    extra: &[&str],
-) -> Output {
-    let mut args = vec![
-        "join",
-        "--hub-token",
-        token,
-        "--hub-apiserver",
-        hub_server,
-        "--cluster-name",
-        cluster,
-        "--local",
-    ];
-    args.extend_from_slice(extra);
-    flotilla(state, managed, &args)
-}
-
-/// Stops the `--local` klusterlets `flotilla join` started, also when the test fails: they run
-/// detached and would outlive it.
-struct Klusterlets(PathBuf);
-
-impl Drop for Klusterlets {
-    fn drop(&mut self) {
-        let Ok(entries) = std::fs::read_dir(self.0.join("klusterlets")) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let Ok(text) = std::fs::read_to_string(entry.path().join("state.json")) else {
-                continue;
-            };
-            let Ok(state) = serde_json::from_str::<serde_json::Value>(&text) else {
-                continue;
-            };
-            if let Some(pid) = state["pid"].as_u64() {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-        }
-    }
-}
-
-/// A child process killed when dropped.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    flotilla_at(state, kubeconfig, args)
 }
 
 fn condition(cluster: &ManagedCluster, type_: &str) -> Option<String> {
@@ -154,13 +66,6 @@ fn has_taint(c: &ManagedCluster, key: &str) -> bool {
     c.spec.taints.iter().any(|t| t.key == key)
 }
 
-fn klusterlet_pid(state: &Path, cluster: &str) -> u32 {
-    let text = std::fs::read_to_string(state.join("klusterlets").join(cluster).join("state.json")).unwrap();
-    serde_json::from_str::<serde_json::Value>(&text).unwrap()["pid"]
-        .as_u64()
-        .unwrap() as u32
-}
-
 #[tokio::test]
 async fn clusters_join_get_accepted_become_available_and_recover_after_an_agent_outage() {
     let (hub, one, two) = tokio::join!(
@@ -186,39 +91,8 @@ async fn clusters_join_get_accepted_become_available_and_recover_after_an_agent_
     );
 
     // The hub runs as the service account of deploy/hub, proving its ClusterRole suffices.
-    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/hub/hub.yaml");
-    let applied = hub.kubectl().args(["apply", "-f", manifests]).output().unwrap();
-    assert!(
-        applied.status.success(),
-        "{}",
-        String::from_utf8_lossy(&applied.stderr)
-    );
-    let hub_identity = state.join("hub-sa.kubeconfig");
-    std::fs::write(
-        &hub_identity,
-        hub.kubeconfig_for(
-            "system:serviceaccount:open-cluster-management-hub:flotilla-hub",
-            &[
-                "system:serviceaccounts",
-                "system:serviceaccounts:open-cluster-management-hub",
-            ],
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let hub_log = std::fs::File::create(state.join("hub.log")).unwrap();
-    let _hub_process = Running(
-        Command::new(flotilla_binary())
-            .arg("hub")
-            .arg("--kubeconfig")
-            .arg(&hub_identity)
-            .env("RUST_LOG", "debug,hyper=info,tower=info,rustls=info,h2=info")
-            .stdin(Stdio::null())
-            .stdout(hub_log.try_clone().unwrap())
-            .stderr(hub_log)
-            .spawn()
-            .unwrap(),
-    );
+    let hub_identity = hub_service_account(&hub, state);
+    let _hub_process = start_hub(&hub_identity, &state.join("hub.log"), &[]);
 
     for (name, cp) in [("cluster1", &one), ("cluster2", &two)] {
         let accept_line = ok(join_local(

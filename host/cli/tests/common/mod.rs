@@ -42,3 +42,127 @@ pub fn ok(output: Output) -> String {
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
+
+/// Runs `flotilla ARGS --kubeconfig KUBECONFIG` with its local state (klusterlets started with
+/// `join --local`, registry credentials) kept in `state`.
+pub fn flotilla_at(state: &Path, kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env("FLOTILLA_STATE_DIR", state)
+        .env("HOME", state)
+        .env_remove("KUBECONFIG")
+        .env_remove("DOCKER_CONFIG")
+        .output()
+        .unwrap()
+}
+
+/// The token in the join command `flotilla init` printed.
+pub fn hub_token(join_line: &str) -> String {
+    join_line
+        .split_whitespace()
+        .skip_while(|w| *w != "--hub-token")
+        .nth(1)
+        .unwrap()
+        .to_owned()
+}
+
+/// `flotilla join --local` of `cluster` on the control plane with admin kubeconfig `managed`.
+pub fn join_local(
+    state: &Path,
+    managed: &Path,
+    hub_server: &str,
+    token: &str,
+    cluster: &str,
+    extra: &[&str],
+) -> Output {
+    let mut args = vec![
+        "join",
+        "--hub-token",
+        token,
+        "--hub-apiserver",
+        hub_server,
+        "--cluster-name",
+        cluster,
+        "--local",
+    ];
+    args.extend_from_slice(extra);
+    flotilla_at(state, managed, &args)
+}
+
+/// The process id of the `--local` klusterlet of `cluster`.
+pub fn klusterlet_pid(state: &Path, cluster: &str) -> u32 {
+    let text = std::fs::read_to_string(state.join("klusterlets").join(cluster).join("state.json")).unwrap();
+    let pid = serde_json::from_str::<serde_json::Value>(&text).unwrap()["pid"]
+        .as_u64()
+        .unwrap();
+    u32::try_from(pid).unwrap()
+}
+
+/// Stops the `--local` klusterlets `flotilla join` started under a state directory, also when
+/// the test fails: they run detached and would outlive it.
+pub struct Klusterlets(pub std::path::PathBuf);
+
+impl Drop for Klusterlets {
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir(self.0.join("klusterlets")) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Some(cluster) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if std::fs::metadata(entry.path().join("state.json")).is_err() {
+                continue;
+            }
+            let pid = klusterlet_pid(&self.0, &cluster);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// Applies deploy/hub to `hub` and writes a kubeconfig of the hub's service account there into
+/// `state`: a hub started with it proves the ClusterRole of deploy/hub suffices.
+pub fn hub_service_account(hub: &flotilla_testing::ControlPlane, state: &Path) -> std::path::PathBuf {
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/hub/hub.yaml");
+    let applied = hub.kubectl().args(["apply", "-f", manifests]).output().unwrap();
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let path = state.join("hub-sa.kubeconfig");
+    let kubeconfig = hub
+        .kubeconfig_for(
+            "system:serviceaccount:open-cluster-management-hub:flotilla-hub",
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:open-cluster-management-hub",
+            ],
+        )
+        .unwrap();
+    std::fs::write(&path, kubeconfig).unwrap();
+    path
+}
+
+/// Starts `flotilla hub --kubeconfig KUBECONFIG ARGS` with its output in `log`.
+pub fn start_hub(kubeconfig: &Path, log: &Path, args: &[&str]) -> Running {
+    let file = std::fs::File::create(log).unwrap();
+    Running(
+        Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .arg("hub")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap(),
+    )
+}

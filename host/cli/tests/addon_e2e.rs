@@ -1,0 +1,347 @@
+//! The add-on lifecycle end to end, as a hub admin lives it: a hub and two managed clusters on
+//! their own control planes, the real `flotilla hub` (as deploy/hub's service account) and one
+//! real `flotilla klusterlet` per cluster, and the helloworld plugin pushed to a real OCI
+//! registry. `plugin register` → `addon enable` on cluster1 → the add-on's agent objects exist
+//! on cluster1 and `ManifestApplied` is True → disable → nothing left on hub or cluster1; then
+//! a Placements install strategy over both clusters that follows the placement's decisions.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly at the first unexpected error"
+)]
+
+mod common;
+
+use std::{path::Path, time::Duration};
+
+use common::{Klusterlets, flotilla_at, hub_service_account, hub_token, join_local, ok, start_hub};
+use flotilla_api::{addon::v1alpha1::ManagedClusterAddOn, work::v1::ManifestWork};
+use flotilla_core::conditions;
+use flotilla_test_plugins as plugins;
+use flotilla_testing::{ControlPlane, registry::Registry, wait};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::ServiceAccount,
+    rbac::v1::{ClusterRole, ClusterRoleBinding},
+};
+use kube::{Api, Client};
+
+const TIMEOUT: Duration = Duration::from_secs(150);
+const ADDON: &str = "helloworld";
+const INSTALL_NAMESPACE: &str = "open-cluster-management-agent-addon";
+/// What the helloworld plugin renders for a cluster.
+const AGENT: &str = "helloworld-agent";
+const AGENT_SA: &str = "helloworld-agent-sa";
+const AGENT_RBAC: &str = "open-cluster-management:helloworld:agent";
+
+/// Whether the add-on's agent objects exist on a managed cluster: `Some(true)` all of them,
+/// `Some(false)` none, `None` some.
+async fn agent_objects(client: &Client) -> Option<bool> {
+    let found = [
+        Api::<Deployment>::namespaced(client.clone(), INSTALL_NAMESPACE)
+            .get_opt(AGENT)
+            .await
+            .unwrap()
+            .is_some(),
+        Api::<ServiceAccount>::namespaced(client.clone(), INSTALL_NAMESPACE)
+            .get_opt(AGENT_SA)
+            .await
+            .unwrap()
+            .is_some(),
+        Api::<ClusterRole>::all(client.clone())
+            .get_opt(AGENT_RBAC)
+            .await
+            .unwrap()
+            .is_some(),
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .get_opt(AGENT_RBAC)
+            .await
+            .unwrap()
+            .is_some(),
+    ];
+    if found.iter().all(|f| *f) {
+        Some(true)
+    } else if found.iter().all(|f| !*f) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// The add-on's ManagedClusterAddOn on `cluster`, its `ManifestApplied` status, and how many
+/// ManifestWorks of the add-on the cluster's namespace holds.
+async fn hub_side(hub: &Client, cluster: &str) -> (Option<String>, usize) {
+    let addon = Api::<ManagedClusterAddOn>::namespaced(hub.clone(), cluster)
+        .get_opt(ADDON)
+        .await
+        .unwrap();
+    let applied = addon.map(|a| {
+        a.status
+            .as_ref()
+            .and_then(|s| conditions::find(&s.conditions, "ManifestApplied"))
+            .map(|c| c.status.clone())
+            .unwrap_or_default()
+    });
+    let works = Api::<ManifestWork>::namespaced(hub.clone(), cluster)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|w| {
+            w.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("open-cluster-management.io/addon-name"))
+                .is_some_and(|name| name == ADDON)
+        })
+        .count();
+    (applied, works)
+}
+
+/// Waits until the add-on is installed on `cluster` (`true`: ManifestApplied True and every agent
+/// object on the managed cluster) or entirely gone from hub and managed cluster (`false`).
+async fn await_installed(state: &Path, hub: &Client, cluster: &str, managed: &Client, installed: bool) {
+    let what = if installed { "installed" } else { "gone" };
+    let result = wait::until(&format!("{ADDON} {what} on {cluster}"), TIMEOUT, || async {
+        let (applied, works) = hub_side(hub, cluster).await;
+        let objects = agent_objects(managed).await;
+        let done = if installed {
+            applied.as_deref() == Some("True") && works > 0 && objects == Some(true)
+        } else {
+            applied.is_none() && works == 0 && objects == Some(false)
+        };
+        if done {
+            Ok(Some(()))
+        } else {
+            Err(format!(
+                "ManifestApplied {applied:?}, {works} works, agent objects {objects:?}"
+            ))
+        }
+    })
+    .await;
+    if let Err(e) = result {
+        let hub_log = std::fs::read_to_string(state.join("hub.log")).unwrap_or_default();
+        let agent_log =
+            std::fs::read_to_string(state.join("klusterlets").join(cluster).join("klusterlet.log"))
+                .unwrap_or_default();
+        let tail = |text: &str| {
+            text.lines()
+                .rev()
+                .take(40)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        panic!(
+            "{e}\nhub log:\n{}\nklusterlet log:\n{}",
+            tail(&hub_log),
+            tail(&agent_log)
+        );
+    }
+}
+
+#[tokio::test]
+async fn helloworld_from_a_registry_installs_on_joined_clusters_follows_a_placement_and_leaves_nothing_behind()
+ {
+    let (hub, one, two, registry) = tokio::join!(
+        ControlPlane::start("addon-hub"),
+        ControlPlane::start("addon-cluster1"),
+        ControlPlane::start("addon-cluster2"),
+        Registry::start()
+    );
+    let (hub, one, two, registry) = (hub.unwrap(), one.unwrap(), two.unwrap(), registry.unwrap());
+    let state = tempfile::tempdir().unwrap();
+    let _klusterlets = Klusterlets(state.path().to_owned());
+    let state = state.path();
+    let admin = hub.admin_kubeconfig();
+
+    let token = hub_token(&ok(flotilla_at(state, admin, &["init"])));
+    let identity = hub_service_account(&hub, state);
+    let cache = state.join("plugin-artifacts");
+    let _hub = start_hub(
+        &identity,
+        &state.join("hub.log"),
+        &["--plugin-cache-dir", cache.to_str().unwrap()],
+    );
+    for (name, cp) in [("cluster1", &one), ("cluster2", &two)] {
+        ok(join_local(
+            state,
+            cp.admin_kubeconfig(),
+            hub.server(),
+            &token,
+            name,
+            &[],
+        ));
+    }
+    ok(flotilla_at(
+        state,
+        admin,
+        &["accept", "--clusters", "cluster1,cluster2", "--timeout", "120s"],
+    ));
+
+    // The plugin author publishes; the hub admin registers the pushed digest.
+    let reference = registry.reference("addons/helloworld", "v1");
+    let pushed = ok(flotilla_at(
+        state,
+        admin,
+        &["plugin", "push", plugins::HELLOWORLD, &reference, "--insecure"],
+    ));
+    let digest = pushed
+        .lines()
+        .find_map(|l| l.strip_prefix("digest:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    ok(flotilla_at(
+        state,
+        admin,
+        &[
+            "plugin",
+            "register",
+            ADDON,
+            "--oci",
+            &reference,
+            "--digest",
+            &digest,
+            "--insecure",
+        ],
+    ));
+
+    let hub_client = hub.admin_client().await.unwrap();
+    let (one_client, two_client) = (
+        one.admin_client().await.unwrap(),
+        two.admin_client().await.unwrap(),
+    );
+
+    // Enabled on cluster1 alone.
+    ok(flotilla_at(
+        state,
+        admin,
+        &["addon", "enable", "--names", ADDON, "--clusters", "cluster1"],
+    ));
+    await_installed(state, &hub_client, "cluster1", &one_client, true).await;
+    assert_eq!(
+        agent_objects(&two_client).await,
+        Some(false),
+        "cluster2 was not asked for"
+    );
+    let listed = hub
+        .kubectl()
+        .args(["get", "managedclusteraddons", "-A"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("cluster1") && l.split_whitespace().nth(1) == Some(ADDON)),
+        "{listed}"
+    );
+    let table = ok(flotilla_at(
+        state,
+        admin,
+        &["get", "addons", "--cluster", "cluster1"],
+    ));
+    assert!(
+        table.lines().any(|l| l.contains(ADDON) && l.contains("True")),
+        "{table}"
+    );
+
+    ok(flotilla_at(
+        state,
+        admin,
+        &["addon", "disable", "--names", ADDON, "--clusters", "cluster1"],
+    ));
+    await_installed(state, &hub_client, "cluster1", &one_client, false).await;
+
+    // A Placements install strategy: clusters labelled `addons=on` in the global set.
+    for name in ["cluster1", "cluster2"] {
+        let out = hub
+            .kubectl()
+            .args(["label", "managedcluster", name, "addons=on"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let placement = state.join("placement.yaml");
+    std::fs::write(
+        &placement,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: addons}\n---\n\
+         apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\n\
+         metadata: {name: labelled, namespace: addons}\n\
+         spec:\n  predicates:\n  - requiredClusterSelector:\n      labelSelector:\n        matchLabels: {addons: \"on\"}\n",
+    )
+    .unwrap();
+    let out = hub
+        .kubectl()
+        .args(["apply", "-f", placement.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    ok(flotilla_at(
+        state,
+        admin,
+        &["clusterset", "bind", "global", "--namespace", "addons"],
+    ));
+    ok(flotilla_at(
+        state,
+        admin,
+        &[
+            "addon",
+            "enable",
+            "--names",
+            ADDON,
+            "--placement",
+            "addons/labelled",
+        ],
+    ));
+    await_installed(state, &hub_client, "cluster1", &one_client, true).await;
+    await_installed(state, &hub_client, "cluster2", &two_client, true).await;
+
+    // cluster2 leaves the placement and loses the add-on; it joins again and gains it.
+    let label = |value: &str| {
+        let out = hub
+            .kubectl()
+            .args([
+                "label",
+                "--overwrite",
+                "managedcluster",
+                "cluster2",
+                &format!("addons={value}"),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    label("off");
+    await_installed(state, &hub_client, "cluster2", &two_client, false).await;
+    assert_eq!(agent_objects(&one_client).await, Some(true), "cluster1 keeps it");
+    label("on");
+    await_installed(state, &hub_client, "cluster2", &two_client, true).await;
+
+    ok(flotilla_at(
+        state,
+        admin,
+        &[
+            "addon",
+            "disable",
+            "--names",
+            ADDON,
+            "--placement",
+            "addons/labelled",
+        ],
+    ));
+    await_installed(state, &hub_client, "cluster1", &one_client, false).await;
+    await_installed(state, &hub_client, "cluster2", &two_client, false).await;
+
+    for (name, cp) in [("cluster1", &one), ("cluster2", &two)] {
+        ok(flotilla_at(
+            state,
+            cp.admin_kubeconfig(),
+            &["unjoin", "--cluster-name", name],
+        ));
+    }
+}
