@@ -3,7 +3,8 @@
 //! real `flotilla klusterlet` per cluster, and the helloworld plugin pushed to a real OCI
 //! registry. `plugin register` → `addon enable` on cluster1 → the add-on's agent objects exist
 //! on cluster1 and `ManifestApplied` is True → disable → nothing left on hub or cluster1; then
-//! a Placements install strategy over both clusters that follows the placement's decisions.
+//! a Placements install strategy over both clusters that follows the placement's decisions;
+//! then helloworld-config, whose AddOnDeploymentConfig change reaches the agent's Deployment.
 
 #![allow(
     clippy::unwrap_used,
@@ -337,11 +338,119 @@ async fn helloworld_from_a_registry_installs_on_joined_clusters_follows_a_placem
     await_installed(state, &hub_client, "cluster1", &one_client, false).await;
     await_installed(state, &hub_client, "cluster2", &two_client, false).await;
 
+    // helloworld-config with an AddOnDeploymentConfig: a config change reaches the Deployment.
+    let reference = registry.reference("addons/helloworld-config", "v1");
+    ok(flotilla_at(
+        state,
+        admin,
+        &[
+            "plugin",
+            "push",
+            plugins::HELLOWORLD_CONFIG,
+            &reference,
+            "--insecure",
+        ],
+    ));
+    ok(flotilla_at(
+        state,
+        admin,
+        &[
+            "plugin",
+            "register",
+            CONFIGURED,
+            "--oci",
+            &reference,
+            "--insecure",
+        ],
+    ));
+    set_log_level(&hub, state, "2");
+    ok(flotilla_at(
+        state,
+        admin,
+        &[
+            "addon",
+            "enable",
+            "--names",
+            CONFIGURED,
+            "--clusters",
+            "cluster1",
+            "--config",
+            "addon.open-cluster-management.io/addondeploymentconfigs/addons/agent-settings",
+        ],
+    ));
+    await_agent_log_level(state, &one_client, "2").await;
+    set_log_level(&hub, state, "4");
+    await_agent_log_level(state, &one_client, "4").await;
+    ok(flotilla_at(
+        state,
+        admin,
+        &[
+            "addon",
+            "disable",
+            "--names",
+            CONFIGURED,
+            "--clusters",
+            "cluster1",
+        ],
+    ));
+
     for (name, cp) in [("cluster1", &one), ("cluster2", &two)] {
         ok(flotilla_at(
             state,
             cp.admin_kubeconfig(),
             &["unjoin", "--cluster-name", name],
         ));
+    }
+}
+
+/// The configurable add-on.
+const CONFIGURED: &str = "helloworld-config";
+
+/// Writes AddOnDeploymentConfig `addons/agent-settings` with customized variable `LOG_LEVEL`.
+fn set_log_level(hub: &ControlPlane, state: &Path, level: &str) {
+    let path = state.join("agent-settings.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: addon.open-cluster-management.io/v1alpha1\nkind: AddOnDeploymentConfig\n\
+             metadata: {{name: agent-settings, namespace: addons}}\n\
+             spec:\n  customizedVariables:\n  - {{name: LOG_LEVEL, value: \"{level}\"}}\n"
+        ),
+    )
+    .unwrap();
+    let out = hub
+        .kubectl()
+        .args(["apply", "-f", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Waits until the configurable add-on's agent Deployment on a managed cluster runs with
+/// `--v=<level>`, as its AddOnDeploymentConfig says.
+async fn await_agent_log_level(state: &Path, managed: &Client, level: &str) {
+    let deployments = Api::<Deployment>::namespaced(managed.clone(), INSTALL_NAMESPACE);
+    let want = format!("--v={level}");
+    let result = wait::until(&format!("agent Deployment with {want}"), TIMEOUT, || async {
+        let args = deployments
+            .get_opt(AGENT)
+            .await
+            .map_err(|e| e.to_string())?
+            .and_then(|d| d.spec)
+            .and_then(|s| s.template.spec)
+            .and_then(|p| p.containers.into_iter().next())
+            .and_then(|c| c.args)
+            .unwrap_or_default();
+        if args.contains(&want) {
+            Ok(Some(()))
+        } else {
+            Err(format!("args {args:?}"))
+        }
+    })
+    .await;
+    if let Err(e) = result {
+        let hub_log = std::fs::read_to_string(state.join("hub.log")).unwrap_or_default();
+        let tail: Vec<&str> = hub_log.lines().rev().take(30).collect();
+        panic!("{e}\nhub log (newest first):\n{}", tail.join("\n"));
     }
 }
