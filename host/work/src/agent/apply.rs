@@ -56,22 +56,40 @@ fn with_owner(mut desired: Value, owner: &OwnerReference) -> Value {
     desired
 }
 
+/// How often a write that lost a race with another writer (409: created meanwhile, or changed
+/// since it was read) is tried again from a fresh read, as client-go's `RetryOnConflict` does.
+/// Several agents adding their owner reference to one shared object race this way.
+const RACE_ATTEMPTS: usize = 5;
+
+/// One attempt's result: done, or lost a race and worth trying again.
+enum Attempt {
+    Done(Box<DynamicObject>),
+    Raced,
+}
+
+/// `result` as an [`Attempt`]: a 409 is a lost race, anything else fails as `action`.
+fn attempt(result: kube::Result<DynamicObject>, action: &str) -> Result<Attempt, ApplyFailure> {
+    match result {
+        Ok(object) => Ok(Attempt::Done(Box::new(object))),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::Raced),
+        Err(error) => Err(failed(action)(error)),
+    }
+}
+
 async fn create(
     api: &Api<DynamicObject>,
     desired: Value,
     owner: &OwnerReference,
-) -> Result<DynamicObject, ApplyFailure> {
+) -> Result<Attempt, ApplyFailure> {
     let object = to_object(with_owner(desired, owner))?;
-    api.create(&PostParams::default(), &object)
-        .await
-        .map_err(failed("create"))
+    attempt(api.create(&PostParams::default(), &object).await, "create")
 }
 
 /// Applies `desired` (named `name`) through `api` with `strategy`, owned through `owner` (or
 /// its removal marker). Returns the object as it now is. `recorded` says whether the work's
 /// record already holds the object: if not, `Update` and `CreateOnly` try to create it first
 /// (one request for a new object instead of a read and a create) and fall back to reading
-/// it when it exists.
+/// it when it exists. A write that races another writer is tried again from a fresh read.
 pub async fn apply(
     api: &Api<DynamicObject>,
     name: &str,
@@ -81,56 +99,67 @@ pub async fn apply(
     owner: &OwnerReference,
     recorded: bool,
 ) -> Result<DynamicObject, ApplyFailure> {
-    if !recorded
-        && matches!(
-            strategy,
-            UpdateStrategyType::Update | UpdateStrategyType::CreateOnly
-        )
-    {
-        let object = to_object(with_owner(desired.clone(), owner))?;
-        match api.create(&PostParams::default(), &object).await {
-            Ok(created) => return Ok(created),
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => return Err(failed("create")(error)),
+    if strategy == UpdateStrategyType::ServerSideApply {
+        return server_side_apply(api, name, desired, ssa, owner).await;
+    }
+    if strategy == UpdateStrategyType::ReadOnly {
+        return api.get_opt(name).await.map_err(failed("read"))?.ok_or_else(|| {
+            ApplyOutcome::Failed("the object does not exist; ReadOnly never creates it".into())
+        });
+    }
+    let mut create_first = !recorded;
+    for _ in 0..RACE_ATTEMPTS {
+        let outcome = if create_first {
+            create_first = false;
+            create(api, desired.clone(), owner).await?
+        } else {
+            read_and_write(api, name, desired.clone(), strategy, owner).await?
+        };
+        if let Attempt::Done(object) = outcome {
+            return Ok(*object);
         }
     }
-    match strategy {
-        UpdateStrategyType::ReadOnly => api.get_opt(name).await.map_err(failed("read"))?.ok_or_else(|| {
-            ApplyOutcome::Failed("the object does not exist; ReadOnly never creates it".into())
-        }),
-        UpdateStrategyType::CreateOnly => match api.get_opt(name).await.map_err(failed("read"))? {
-            None => create(api, desired, owner).await,
-            Some(live) => {
-                let owners = live.metadata.owner_references.clone().unwrap_or_default();
-                match merge_owner_references(&owners, owner) {
-                    None => Ok(live),
-                    Some(merged) => {
-                        let patch = json!({"metadata": {
-                            "resourceVersion": live.metadata.resource_version,
-                            "ownerReferences": merged,
-                        }});
-                        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                            .await
-                            .map_err(failed("update owner references"))
-                    }
-                }
+    Err(ApplyOutcome::Failed(format!(
+        "another writer kept changing the object; gave up after {RACE_ATTEMPTS} attempts"
+    )))
+}
+
+/// One read-compare-write of `Update` or `CreateOnly`.
+async fn read_and_write(
+    api: &Api<DynamicObject>,
+    name: &str,
+    desired: Value,
+    strategy: UpdateStrategyType,
+    owner: &OwnerReference,
+) -> Result<Attempt, ApplyFailure> {
+    let Some(live) = api.get_opt(name).await.map_err(failed("read"))? else {
+        return create(api, desired, owner).await;
+    };
+    if strategy == UpdateStrategyType::CreateOnly {
+        let owners = live.metadata.owner_references.clone().unwrap_or_default();
+        return match merge_owner_references(&owners, owner) {
+            None => Ok(Attempt::Done(Box::new(live))),
+            Some(merged) => {
+                let patch = json!({"metadata": {
+                    "resourceVersion": live.metadata.resource_version,
+                    "ownerReferences": merged,
+                }});
+                attempt(
+                    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await,
+                    "update owner references",
+                )
             }
-        },
-        UpdateStrategyType::Update => match api.get_opt(name).await.map_err(failed("read"))? {
-            None => create(api, desired, owner).await,
-            Some(live) => {
-                let live_value =
-                    serde_json::to_value(&live).map_err(|e| ApplyOutcome::Failed(format!("encode: {e}")))?;
-                match merge_for_update(&desired, &live_value, owner) {
-                    None => Ok(live),
-                    Some(merged) => api
-                        .replace(name, &PostParams::default(), &to_object(merged)?)
-                        .await
-                        .map_err(failed("update")),
-                }
-            }
-        },
-        UpdateStrategyType::ServerSideApply => server_side_apply(api, name, desired, ssa, owner).await,
+        };
+    }
+    let live_value = serde_json::to_value(&live).map_err(|e| ApplyOutcome::Failed(format!("encode: {e}")))?;
+    match merge_for_update(&desired, &live_value, owner) {
+        None => Ok(Attempt::Done(Box::new(live))),
+        Some(merged) => attempt(
+            api.replace(name, &PostParams::default(), &to_object(merged)?)
+                .await,
+            "update",
+        ),
     }
 }
 
