@@ -152,6 +152,7 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 
 /// Runs the hub's controllers against the hub of `--kubeconfig` until interrupted.
 pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
+    let shutdown = shutdown_signal()?;
     let (client, _) = client(global).await.context("connect to the hub")?;
     flotilla_registration::admission::install(&client)
         .await
@@ -220,12 +221,13 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
         () = work => anyhow::bail!("hub work controllers stopped"),
         () = plugins => anyhow::bail!("the AddOnPlugin controller stopped"),
         () = addons => anyhow::bail!("the add-on manager stopped"),
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        result = shutdown => result,
     }
 }
 
 /// Runs the klusterlet against the managed cluster of `--kubeconfig` until interrupted.
 pub async fn klusterlet(global: &GlobalArgs, args: &KlusterletArgs) -> anyhow::Result<()> {
+    let shutdown = shutdown_signal()?;
     let (client, _) = client(global).await.context("connect to the managed cluster")?;
     let options = agent::AgentOptions {
         cluster_name: args.cluster_name.clone(),
@@ -247,6 +249,24 @@ pub async fn klusterlet(global: &GlobalArgs, args: &KlusterletArgs) -> anyhow::R
     tokio::select! {
         result = agent::run(client.clone(), options) => result.context("registration agent stopped"),
         result = flotilla_work::agent::run(client, work_options) => result.context("work agent stopped"),
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        result = shutdown => result,
     }
+}
+
+/// Listens for the process being asked to stop — SIGTERM (what Kubernetes sends a pod) or
+/// Ctrl-C — from now on; the returned future resolves when it is. Registered before anything
+/// starts, so an early SIGTERM is not the default (fatal) action. Returning ends the
+/// controllers' futures, so the process exits with success.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = anyhow::Result<()>>> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listen for SIGTERM")?;
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("listen for Ctrl-C")?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => eprintln!("flotilla: SIGTERM received; stopping"),
+            _ = interrupt.recv() => eprintln!("flotilla: interrupted; stopping"),
+        }
+        Ok(())
+    })
 }
