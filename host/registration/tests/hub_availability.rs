@@ -19,8 +19,8 @@ use flotilla_api::{
         consts::{
             TAINT_UNAVAILABLE, TAINT_UNREACHABLE,
             managed_cluster::{
-                CONDITION_AVAILABLE, REASON_AVAILABLE, REASON_KUBE_APISERVER_UNAVAILABLE,
-                REASON_LEASE_UPDATE_STOPPED,
+                CONDITION_AVAILABLE, CONDITION_CLOCK_SYNCED, REASON_AVAILABLE, REASON_CLOCK_OUT_OF_SYNC,
+                REASON_CLOCK_SYNCED, REASON_KUBE_APISERVER_UNAVAILABLE, REASON_LEASE_UPDATE_STOPPED,
             },
         },
         v1::{ManagedCluster, Taint},
@@ -253,4 +253,59 @@ async fn a_silent_agent_makes_its_cluster_and_addons_unknown_and_unreachable_and
 
     renewing1.abort();
     renewing2.abort();
+}
+
+/// Writes the cluster's lease with `renewTime` = now + `ahead`, as an agent whose clock runs
+/// ahead by that much would.
+async fn renew_ahead(agent: &Client, cluster: &str, ahead: Duration) -> Result<(), kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(agent.clone(), cluster);
+    let mut lease = leases.get("managed-cluster-lease").await?;
+    let at = Timestamp::now() + ahead;
+    lease.spec.get_or_insert_with(Default::default).renew_time = Some(MicroTime(at));
+    leases
+        .replace("managed-cluster-lease", &PostParams::default(), &lease)
+        .await
+        .map(drop)
+}
+
+fn clock_synced(cluster: &ManagedCluster) -> Option<(String, String)> {
+    find(cluster_conditions(cluster), CONDITION_CLOCK_SYNCED).map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+#[tokio::test]
+async fn an_agent_clock_a_lease_period_off_the_hubs_is_reported_out_of_sync_and_in_sync_again() {
+    let cp = hub(CP).await;
+    let admin = cp.admin_client().await.unwrap();
+    // A 60 s lease period: ten minutes ahead is out of sync, and the lease stays fresh.
+    create_cluster(&admin, &cluster("clock-c1", true, 60, &[])).await;
+    wait_accepted(&admin, "clock-c1").await;
+    let agent = agent(cp, "clock-c1").await;
+
+    eventually_ok("agent renews", || renew_ahead(&agent, "clock-c1", Duration::ZERO)).await;
+    wait_cluster(&admin, "clock-c1", "clock synced", |c| {
+        clock_synced(c) == Some(("True".into(), REASON_CLOCK_SYNCED.into()))
+    })
+    .await;
+
+    eventually_ok("agent renews ten minutes ahead", || {
+        renew_ahead(&agent, "clock-c1", Duration::from_secs(600))
+    })
+    .await;
+    let skewed = wait_cluster(&admin, "clock-c1", "clock out of sync", |c| {
+        clock_synced(c) == Some(("False".into(), REASON_CLOCK_OUT_OF_SYNC.into()))
+    })
+    .await;
+    let message = &find(cluster_conditions(&skewed), CONDITION_CLOCK_SYNCED)
+        .unwrap()
+        .message;
+    assert!(message.contains("NTP"), "says what to do: {message}");
+
+    eventually_ok("agent renews on time", || {
+        renew_ahead(&agent, "clock-c1", Duration::ZERO)
+    })
+    .await;
+    wait_cluster(&admin, "clock-c1", "clock synced again", |c| {
+        clock_synced(c) == Some(("True".into(), REASON_CLOCK_SYNCED.into()))
+    })
+    .await;
 }

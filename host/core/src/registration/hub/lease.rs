@@ -10,19 +10,27 @@
 //!
 //! While the cluster is Unknown, its add-ons cannot report either, so every
 //! ManagedClusterAddOn's `Available` becomes Unknown with the cluster's reason and message.
+//!
+//! Clock sync: the agent writes `renewTime` from its own clock; the apiserver stamps the write
+//! with the hub's (`managedFields[].time`). More than one lease period apart, the clocks are
+//! out of sync (`ManagedClusterConditionClockSynced` False), which would otherwise show up as
+//! a cluster flapping to Unknown.
 
 use std::time::Duration;
 
 use flotilla_api::{
     addon::consts::managed_cluster_addon::CONDITION_AVAILABLE as ADDON_CONDITION_AVAILABLE,
-    cluster::consts::managed_cluster::{CONDITION_AVAILABLE, REASON_LEASE_UPDATE_STOPPED},
+    cluster::consts::managed_cluster::{
+        CONDITION_AVAILABLE, CONDITION_CLOCK_SYNCED, REASON_CLOCK_OUT_OF_SYNC, REASON_CLOCK_SYNCED,
+        REASON_LEASE_UPDATE_STOPPED,
+    },
 };
 use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::Condition,
     jiff::{SignedDuration, Timestamp},
 };
 
-use crate::conditions::{self, NewCondition, UNKNOWN};
+use crate::conditions::{self, FALSE, NewCondition, TRUE, UNKNOWN};
 
 /// How many lease periods may pass without a renewal before the cluster is Unknown.
 pub const GRACE_PERIODS: u32 = 5;
@@ -115,6 +123,39 @@ pub fn addon_condition<'a>(
     })
 }
 
+/// `ManagedClusterConditionClockSynced` for a lease the agent stamped `renew_time` and the hub
+/// received at `written_at`: True when they are less than one lease period apart either way.
+pub fn clock_synced_condition(
+    renew_time: Timestamp,
+    written_at: Timestamp,
+    lease_duration_seconds: i32,
+) -> NewCondition<'static> {
+    let period =
+        SignedDuration::try_from(lease_duration(lease_duration_seconds)).unwrap_or(SignedDuration::MAX);
+    let skew = written_at.duration_since(renew_time).abs();
+    if skew < period {
+        NewCondition {
+            type_: CONDITION_CLOCK_SYNCED,
+            status: TRUE,
+            reason: REASON_CLOCK_SYNCED,
+            message: "The clock of the managed cluster is synced with the hub.".to_owned(),
+            observed_generation: None,
+        }
+    } else {
+        NewCondition {
+            type_: CONDITION_CLOCK_SYNCED,
+            status: FALSE,
+            reason: REASON_CLOCK_OUT_OF_SYNC,
+            message: format!(
+                "The clocks of the hub and the managed cluster differ by a lease period ({}s) or more; \
+                 this makes the cluster look unavailable. Synchronize the managed cluster's clock (NTP).",
+                period.as_secs()
+            ),
+            observed_generation: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -198,5 +239,32 @@ mod tests {
         let cluster = condition(CONDITION_AVAILABLE, UNKNOWN, REASON_LEASE_UPDATE_STOPPED);
         let unknown = vec![condition(ADDON_CONDITION_AVAILABLE, UNKNOWN, "Whatever")];
         assert_eq!(addon_condition(Some(&cluster), &unknown), None);
+    }
+
+    #[rstest]
+    #[case::same_moment(100, 100, 60, TRUE)]
+    #[case::agent_behind_within_a_period(100, 159, 60, TRUE)]
+    #[case::agent_ahead_within_a_period(159, 100, 60, TRUE)]
+    #[case::agent_behind_by_a_period(100, 160, 60, FALSE)]
+    #[case::agent_ahead_by_more(400, 100, 60, FALSE)]
+    #[case::zero_duration_means_sixty(100, 150, 0, TRUE)]
+    #[case::short_lease(100, 103, 2, FALSE)]
+    fn clocks_more_than_one_lease_period_apart_are_out_of_sync(
+        #[case] renewed: i64,
+        #[case] written: i64,
+        #[case] lease_seconds: i32,
+        #[case] status: &str,
+    ) {
+        let condition = clock_synced_condition(at(renewed), at(written), lease_seconds);
+        assert_eq!(
+            (condition.type_, condition.status),
+            (CONDITION_CLOCK_SYNCED, status)
+        );
+        let reason = if status == TRUE {
+            REASON_CLOCK_SYNCED
+        } else {
+            REASON_CLOCK_OUT_OF_SYNC
+        };
+        assert_eq!(condition.reason, reason);
     }
 }

@@ -5,6 +5,7 @@
 //!  lease missing ─▶ deleting? Unknown now : wait (the accept controller creates it)
 //!  lease fresh   ─▶ look again at renewTime + 5 × leaseDurationSeconds
 //!  lease expired ─▶ Available Unknown ManagedClusterLeaseUpdateStopped (unless already Unknown)
+//!  lease written ─▶ ClockSynced: renewTime (agent's clock) vs. the write's time (hub's clock)
 //!  cluster Unknown ─▶ each ManagedClusterAddOn not Unknown: Available Unknown, cluster's reason
 //! ```
 
@@ -58,11 +59,31 @@ pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context
     let grace = lease::grace_period(duration_seconds);
     let leases: Api<Lease> = Api::namespaced(context.client.clone(), &name);
     let now = Timestamp::now();
+    let mut clock = None;
     let (expired, action) = match write::get_opt(&leases, names::CLUSTER_LEASE).await? {
         None if cluster.metadata.deletion_timestamp.is_some() => (true, Action::requeue(grace)),
         None => return Ok(Action::requeue(context.options.resync.min(grace))),
         Some(found) => {
-            let renewed = found.spec.and_then(|s| s.renew_time).map(|t| t.0);
+            let renewed = found
+                .spec
+                .as_ref()
+                .and_then(|s| s.renew_time.as_ref())
+                .map(|t| t.0);
+            // When the apiserver received the latest write of the lease, by the hub's clock.
+            let written_at = found
+                .metadata
+                .managed_fields
+                .iter()
+                .flatten()
+                .filter_map(|f| f.time.as_ref().map(|t| t.0))
+                .max();
+            if let (Some(renewed), Some(written_at)) = (renewed, written_at) {
+                clock = Some(lease::clock_synced_condition(
+                    renewed,
+                    written_at,
+                    duration_seconds,
+                ));
+            }
             match lease::lease_state(renewed, duration_seconds, now) {
                 LeaseState::Fresh { expires_at } => (
                     false,
@@ -77,6 +98,11 @@ pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context
     if expired && let Some(condition) = lease::expired_cluster_condition(&current) {
         tracing::info!(cluster = %name, "cluster lease expired; Available is now Unknown");
         conditions::set(&mut desired, condition, now);
+    }
+    if let Some(condition) = clock {
+        conditions::set(&mut desired, condition, now);
+    }
+    if desired != current {
         let api: Api<ManagedCluster> = Api::all(context.client.clone());
         write::patch_conditions(&api, &cluster, &current, &desired).await?;
     }
