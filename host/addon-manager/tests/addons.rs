@@ -16,24 +16,9 @@ use flotilla_api::work::consts::CONFIG_SPEC_HASH_ANNOTATION;
 use flotilla_test_plugins as plugins;
 use flotilla_testing::wait;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, ResourceExt};
 use serde_json::json;
 use support::*;
-
-/// Waits until the plugin's ClusterManagementAddOn exists with the addon-manager lifecycle.
-async fn await_cma(client: &Client, addon: &str) -> ClusterManagementAddOn {
-    let api: Api<ClusterManagementAddOn> = Api::all(client.clone());
-    wait::until(&format!("ClusterManagementAddOn {addon}"), TIMEOUT, || {
-        let api = api.clone();
-        async move {
-            Ok::<_, kube::Error>(api.get_opt(addon).await?.filter(|c| {
-                c.annotations().get(LIFECYCLE_ANNOTATION).map(String::as_str) == Some("addon-manager")
-            }))
-        }
-    })
-    .await
-    .expect("ClusterManagementAddOn ensured")
-}
 
 fn deploy_work(addon: &str) -> String {
     format!("addon-{addon}-deploy-0")
@@ -144,7 +129,8 @@ async fn a_placements_install_strategy_follows_the_decisions() {
         Some("placed"),
         json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "PlacementDecision",
                "metadata": {"name": "pl-decision-1", "namespace": "placed",
-                            "labels": {"cluster.open-cluster-management.io/placement": "pl"}}}),
+                            "labels": {"cluster.open-cluster-management.io/placement": "pl",
+                                       "cluster.open-cluster-management.io/decision-group-index": "0"}}}),
     )
     .await;
     let pd: Api<flotilla_api::cluster::v1beta1::PlacementDecision> =
@@ -502,7 +488,8 @@ async fn a_placements_configs_override_the_defaults_for_the_clusters_it_selects(
         Some("pcfg"),
         json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "PlacementDecision",
                "metadata": {"name": "pl-decision-1", "namespace": "pcfg",
-                            "labels": {"cluster.open-cluster-management.io/placement": "pl"}}}),
+                            "labels": {"cluster.open-cluster-management.io/placement": "pl",
+                                       "cluster.open-cluster-management.io/decision-group-index": "0"}}}),
     )
     .await;
     Api::<flotilla_api::cluster::v1beta1::PlacementDecision>::namespaced(client.clone(), "pcfg")

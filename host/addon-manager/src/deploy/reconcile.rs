@@ -1,6 +1,8 @@
 //! One reconcile of a ManagedClusterAddOn: read the cluster, CMA, plugin, configs and works;
-//! return early when the cluster is not accepted or the add-on is not ours; resolve configs and
-//! render through the plugin; build the works purely (`flotilla_core::addon::works`); apply
+//! return early when the cluster is not accepted, the add-on is not ours, or the rollout has
+//! not released configs to it yet; read the released configs (a config whose spec hash moved on
+//! since its release waits: the works stay as they are until the rollout releases the new
+//! hash here) and render through the plugin; build the works purely (`flotilla_core::addon::works`); apply
 //! only the works that changed; set the conditions from the pure rules
 //! (`flotilla_core::addon::status`) and patch status once if it changed.
 //!
@@ -8,28 +10,20 @@
 //! error, trap or timeout, output that is not a Kubernetes object) leaves the existing works as
 //! they are and says why in a condition.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flotilla_api::addon::consts::ADDON_NAME_LABEL;
+use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, ManagedClusterAddOnStatus};
-use flotilla_api::addon::v1beta1::{
-    ConfigGroupResource, ConfigReference, ConfigReferent, InstallStrategyType, PlacementRef,
-};
-use flotilla_api::cluster::consts::PLACEMENT_LABEL;
+use flotilla_api::addon::v1beta1::{AddOnConfig, ConfigGroupResource, ConfigReference};
 use flotilla_api::cluster::v1::ManagedCluster;
-use flotilla_api::cluster::v1beta1::PlacementDecision;
 use flotilla_api::work::consts::CONFIG_SPEC_HASH_ANNOTATION;
 use flotilla_api::work::v1::ManifestWork;
 use flotilla_core::addon::configs::{
-    ObservedConfig, config_key, config_reference_from_v1alpha1, config_reference_to_v1alpha1,
-    default_configs_v1alpha1, desired_configs, first_unsupported, merge_config_references,
-    missing_configs_message, owning_placement, resolve,
+    config_reference_from_v1alpha1, config_reference_to_v1alpha1, first_unsupported, missing_configs_message,
 };
 use flotilla_core::addon::install::is_managed_by_addon_manager;
-use flotilla_core::addon::spec_hash::spec_hash;
 use flotilla_core::addon::status::{
-    ProgressingInput, configured, manifests_not_rendered, mark_applied, nothing_to_apply, progressing,
+    ProgressingInput, manifests_not_rendered, mark_applied, nothing_to_apply, progressing,
     set_manifest_applied, work_not_applied, works_not_built,
 };
 use flotilla_core::addon::works::{AddonIdentity, deploy_work_index, deploy_works, validate_manifests};
@@ -37,80 +31,14 @@ use flotilla_core::conditions::{self, NewCondition};
 use flotilla_wasm::inputs;
 use flotilla_wasm::types::ResolvedConfig;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
 use super::Context;
+use crate::configs::{config_object, observed};
 use crate::error::{self, Result};
-
-/// The API resource serving config type `gr`, found by discovery (None when not served).
-async fn config_resource(client: &Client, gr: &ConfigGroupResource) -> Result<Option<ApiResource>> {
-    let group = match kube::discovery::group(client, &gr.group).await {
-        Ok(group) => group,
-        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
-        Err(e) => return Err(error::read(format!("API group {:?}", gr.group))(e)),
-    };
-    Ok(group
-        .recommended_resources()
-        .into_iter()
-        .map(|(resource, _)| resource)
-        .find(|r| r.plural == gr.resource))
-}
-
-/// A config object as JSON, or None when it (or its type) does not exist.
-async fn config_object(
-    client: &Client,
-    gr: &ConfigGroupResource,
-    referent: &ConfigReferent,
-) -> Result<Option<Value>> {
-    let Some(resource) = config_resource(client, gr).await? else {
-        return Ok(None);
-    };
-    let api: Api<DynamicObject> = if referent.namespace.is_empty() {
-        Api::all_with(client.clone(), &resource)
-    } else {
-        Api::namespaced_with(client.clone(), &referent.namespace, &resource)
-    };
-    let object = api
-        .get_opt(&referent.name)
-        .await
-        .map_err(error::read(format!("config {}", config_key(gr, referent))))?;
-    Ok(object.and_then(|o| serde_json::to_value(o).ok()))
-}
-
-/// The install placements of `cma` whose decisions include `cluster`.
-async fn selecting_placements(
-    client: &Client,
-    cma: &ClusterManagementAddOn,
-    cluster: &str,
-) -> Result<Vec<PlacementRef>> {
-    let mut selecting = Vec::new();
-    if cma.spec.install_strategy.type_ != InstallStrategyType::Placements {
-        return Ok(selecting);
-    }
-    for strategy in &cma.spec.install_strategy.placements {
-        let p = &strategy.placement;
-        let decisions: Api<PlacementDecision> = Api::namespaced(client.clone(), &p.namespace);
-        let list = decisions
-            .list(&ListParams::default().labels(&format!("{PLACEMENT_LABEL}={}", p.name)))
-            .await
-            .map_err(error::read(format!(
-                "PlacementDecisions of {}/{}",
-                p.namespace, p.name
-            )))?;
-        let selects = list
-            .items
-            .iter()
-            .filter_map(|d| d.status.as_ref())
-            .any(|s| s.decisions.iter().any(|d| d.cluster_name == cluster));
-        if selects {
-            selecting.push(p.clone());
-        }
-    }
-    Ok(selecting)
-}
 
 /// Whether `existing` already is `desired` as far as the add-on manager owns it.
 fn unchanged(existing: &ManifestWork, desired: &ManifestWork) -> bool {
@@ -151,9 +79,9 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         .get_opt(&name)
         .await
         .map_err(error::read(format!("ClusterManagementAddOn {name}")))?;
-    let Some(cma) = cma.filter(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) else {
+    if !cma.is_some_and(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) {
         return Ok(Action::await_change());
-    };
+    }
     let Some(plugin) = ctx.registry.get(&name) else {
         // The AddOnPlugin watch brings the add-on back once its plugin is loaded.
         return Ok(Action::requeue(ctx.options.retry));
@@ -173,7 +101,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         ..status.clone()
     };
     let now = Timestamp::now();
-    let outcome = render_and_apply(&ctx, &addon, &cluster, &cma, &plugin, &mut desired_status, now).await;
+    let outcome = render_and_apply(&ctx, &addon, &cluster, &plugin, &mut desired_status, now).await;
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
     flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired_status)
         .await?;
@@ -191,7 +119,6 @@ async fn render_and_apply(
     ctx: &Context,
     addon: &ManagedClusterAddOn,
     cluster: &ManagedCluster,
-    cma: &ClusterManagementAddOn,
     plugin: &flotilla_wasm::Plugin,
     status: &mut ManagedClusterAddOnStatus,
     now: Timestamp,
@@ -242,54 +169,55 @@ async fn render_and_apply(
         progress(status, &works, &mut references, Some(gr));
         return Ok(());
     }
-    let selecting = selecting_placements(client, cma, &namespace).await?;
-    let placements = &cma.spec.install_strategy.placements;
-    let placement = owning_placement(placements, |p| selecting.contains(p)).map(|p| p.configs.as_slice());
-    let desired = desired_configs(
-        &default_configs_v1alpha1(&cma.spec),
-        placement,
-        &addon.spec.configs,
-    );
-    let mut objects: BTreeMap<String, Value> = BTreeMap::new();
-    for (gr, referent) in desired.iter() {
-        if let Some(object) = config_object(client, gr, referent).await? {
-            objects.insert(config_key(gr, referent), object);
-        }
+    // Configs: only those the rollout released to this cluster (status.configReferences), and
+    // only while each object still has the released spec hash; a config that moved on waits
+    // for the rollout to release it here.
+    let released = conditions::find(&status.conditions, mca::CONDITION_CONFIGURED)
+        .is_some_and(|c| c.status == conditions::TRUE || !status.config_references.is_empty());
+    if !released {
+        return Ok(());
     }
-    let resolved = resolve(&desired, |gr, referent| {
-        let object = objects.get(&config_key(gr, referent))?;
-        Some(ObservedConfig {
-            spec_hash: spec_hash(object).ok()?,
-            generation: object
-                .pointer("/metadata/generation")
-                .and_then(Value::as_i64)
-                .unwrap_or(0),
-        })
-    });
-    let existing_refs: Vec<ConfigReference> = status
+    let mut references: Vec<ConfigReference> = status
         .config_references
         .iter()
         .map(config_reference_from_v1alpha1)
         .collect();
-    // Part 1 releases configs at once (rollout All); the rollout engine decides this later.
-    let mut references = merge_config_references(&existing_refs, &resolved.references);
-    status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
-    set(status, configured(true), now);
-    if !resolved.missing.is_empty() {
+    let mut objects: Vec<Value> = Vec::new();
+    let mut missing: Vec<AddOnConfig> = Vec::new();
+    let mut moved_on = false;
+    for reference in &references {
+        let Some(desired) = reference.desired_config.as_ref() else {
+            continue;
+        };
+        match config_object(client, &reference.group_resource, &desired.referent).await? {
+            None => missing.push(AddOnConfig {
+                group_resource: reference.group_resource.clone(),
+                referent: desired.referent.clone(),
+            }),
+            Some(object) => {
+                moved_on |= observed(&object).is_none_or(|o| o.spec_hash != desired.spec_hash);
+                objects.push(object);
+            }
+        }
+    }
+    if !missing.is_empty() {
         set(
             status,
-            manifests_not_rendered(&missing_configs_message(&resolved.missing)),
+            manifests_not_rendered(&missing_configs_message(&missing)),
             now,
         );
+        return Ok(());
+    }
+    if moved_on {
+        let works = deploy_only(list_works().await?);
+        progress(status, &works, &mut references, None);
+        status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
         return Ok(());
     }
 
     // Render.
     let mut plugin_configs: Vec<ResolvedConfig> = Vec::new();
-    for (gr, referent) in desired.iter() {
-        let Some(object) = objects.get(&config_key(gr, referent)) else {
-            continue;
-        };
+    for object in &objects {
         match inputs::resolved_config(object) {
             Ok(config) => plugin_configs.push(config),
             Err(e) => {
