@@ -12,10 +12,13 @@
 
 use std::sync::Arc;
 
-use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
+use flotilla_api::addon::consts::{
+    ADDON_NAME_LABEL, ADDON_PRE_DELETE_FINALIZER, managed_cluster_addon as mca,
+};
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, ManagedClusterAddOnStatus};
 use flotilla_api::addon::v1beta1::{AddOnConfig, ConfigGroupResource, ConfigReference};
 use flotilla_api::cluster::v1::ManagedCluster;
+use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::consts::CONFIG_SPEC_HASH_ANNOTATION;
 use flotilla_api::work::v1::ManifestWork;
 use flotilla_core::addon::configs::{
@@ -23,10 +26,14 @@ use flotilla_core::addon::configs::{
 };
 use flotilla_core::addon::install::is_managed_by_addon_manager;
 use flotilla_core::addon::status::{
-    ProgressingInput, manifests_not_rendered, mark_applied, nothing_to_apply, progressing,
-    set_manifest_applied, work_not_applied, works_not_built,
+    HookStep, ProgressingInput, hook_manifest_completed, hook_step, manifests_not_rendered, mark_applied,
+    nothing_to_apply, progressing, set_manifest_applied, with_pre_delete_finalizer,
+    without_pre_delete_finalizer, work_not_applied, works_not_built,
 };
-use flotilla_core::addon::works::{AddonIdentity, deploy_work_index, deploy_works, validate_manifests};
+use flotilla_core::addon::works::{
+    AddonIdentity, AgentManifest, deploy_work_index, deploy_works, hook_work_completed, pre_delete_hook,
+    pre_delete_work, validate_manifests,
+};
 use flotilla_core::conditions::{self, NewCondition};
 use flotilla_wasm::inputs;
 use flotilla_wasm::types::ResolvedConfig;
@@ -63,26 +70,42 @@ fn unchanged(existing: &ManifestWork, desired: &ManifestWork) -> bool {
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let requeue = Action::requeue(ctx.options.resync);
-    if addon.meta().deletion_timestamp.is_some() {
+    let deleting = addon.meta().deletion_timestamp.is_some();
+    let hooked = addon.finalizers().iter().any(|f| f == ADDON_PRE_DELETE_FINALIZER);
+    if deleting && !hooked {
         // The works carry the add-on as controller owner; garbage collection removes them.
         return Ok(Action::await_change());
     }
     let client = &ctx.client;
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
     let cluster = Api::<ManagedCluster>::all(client.clone())
         .get_opt(&namespace)
         .await
         .map_err(error::read(format!("ManagedCluster {namespace}")))?;
     let Some(cluster) = cluster.filter(|c| c.spec.hub_accepts_client) else {
+        if deleting {
+            // No agent will run the hooks on a cluster that left the hub.
+            tracing::warn!(addon = %name, cluster = %namespace, "cluster not accepted; pre-delete hooks skipped");
+            write_finalizers(&api, &addon, without_pre_delete_finalizer(addon.finalizers())).await?;
+        }
         return Ok(Action::await_change());
     };
-    let cma = Api::<ClusterManagementAddOn>::all(client.clone())
-        .get_opt(&name)
-        .await
-        .map_err(error::read(format!("ClusterManagementAddOn {name}")))?;
-    if !cma.is_some_and(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) {
-        return Ok(Action::await_change());
+    if !deleting {
+        let cma = Api::<ClusterManagementAddOn>::all(client.clone())
+            .get_opt(&name)
+            .await
+            .map_err(error::read(format!("ClusterManagementAddOn {name}")))?;
+        if !cma.is_some_and(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) {
+            return Ok(Action::await_change());
+        }
     }
     let Some(plugin) = ctx.registry.get(&name) else {
+        if deleting && !plugin_registered(client, &name).await? {
+            // The plugin is gone, so nothing can render the hooks any more.
+            tracing::warn!(addon = %name, cluster = %namespace, "no plugin; pre-delete hooks skipped");
+            write_finalizers(&api, &addon, without_pre_delete_finalizer(addon.finalizers())).await?;
+            return Ok(Action::await_change());
+        }
         // The AddOnPlugin watch brings the add-on back once its plugin is loaded.
         return Ok(Action::requeue(ctx.options.retry));
     };
@@ -102,11 +125,117 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     };
     let now = Timestamp::now();
     let outcome = render_and_apply(&ctx, &addon, &cluster, &plugin, &mut desired_status, now).await;
-    let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
+    let finalizers = match &outcome {
+        Ok(Some(manifests)) => hooks(&ctx, &addon, manifests, &mut desired_status, now).await?,
+        _ => None,
+    };
+    if finalizers.is_some() {
+        // The finalizer write changes the add-on, so the next reconcile patches the status
+        // (or the add-on is gone once its last finalizer is).
+        write_finalizers(&api, &addon, finalizers).await?;
+        outcome?;
+        return Ok(requeue);
+    }
     flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired_status)
         .await?;
     outcome?;
+    if deleting {
+        // Waiting for the hook: its work's status wakes this reconcile, the retry bounds it.
+        return Ok(Action::requeue(ctx.options.retry));
+    }
     Ok(requeue)
+}
+
+/// Whether an AddOnPlugin drives add-on `addon` (loaded here or not).
+async fn plugin_registered(client: &kube::Client, addon: &str) -> Result<bool> {
+    let plugins = Api::<AddOnPlugin>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(error::read("AddOnPlugins"))?;
+    Ok(plugins
+        .items
+        .iter()
+        .any(|p| crate::plugin::addon_name(p) == addon))
+}
+
+/// Replaces the add-on's finalizers with `finalizers` (None: nothing to write), guarded by its
+/// resourceVersion.
+async fn write_finalizers(
+    api: &Api<ManagedClusterAddOn>,
+    addon: &ManagedClusterAddOn,
+    finalizers: Option<Vec<String>>,
+) -> Result<()> {
+    let Some(finalizers) = finalizers else {
+        return Ok(());
+    };
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": addon.resource_version(),
+        "finalizers": finalizers,
+    }});
+    api.patch(&addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(error::write(format!(
+            "finalizers of ManagedClusterAddOn {}/{}",
+            addon.namespace().unwrap_or_default(),
+            addon.name_any()
+        )))?;
+    Ok(())
+}
+
+/// The pre-delete hook step (OCM's order): no hook in the output drops the finalizer; a hook
+/// adds it; while the add-on is deleted, the hook work is applied and, once its hooks report
+/// completion, `HookManifestCompleted` turns True and the finalizer goes. Returns the new
+/// finalizers when they change.
+async fn hooks(
+    ctx: &Context,
+    addon: &ManagedClusterAddOn,
+    manifests: &[AgentManifest],
+    status: &mut ManagedClusterAddOnStatus,
+    now: Timestamp,
+) -> Result<Option<Vec<String>>> {
+    let finalizers = addon.finalizers();
+    let has_hooks = manifests.iter().any(|m| pre_delete_hook(m).is_some());
+    let deleting = addon.meta().deletion_timestamp.is_some();
+    match hook_step(has_hooks, finalizers, deleting) {
+        HookStep::RemoveFinalizer => Ok(without_pre_delete_finalizer(finalizers)),
+        HookStep::AddFinalizer => Ok(with_pre_delete_finalizer(finalizers)),
+        HookStep::Wait => Ok(None),
+        HookStep::RunHooks => {
+            let namespace = addon.namespace().unwrap_or_default();
+            let identity = AddonIdentity {
+                name: addon.name_any(),
+                namespace: namespace.clone(),
+                uid: addon.uid().unwrap_or_default(),
+            };
+            let Some(work) = pre_delete_work(&identity, manifests) else {
+                return Ok(without_pre_delete_finalizer(finalizers));
+            };
+            let work_name = work.name_any();
+            let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), &namespace);
+            let current = api
+                .get_opt(&work_name)
+                .await
+                .map_err(error::read(format!("ManifestWork {namespace}/{work_name}")))?;
+            let applied = match current.filter(|c| unchanged(c, &work)) {
+                Some(current) => current,
+                None => api
+                    .patch(
+                        &work_name,
+                        &PatchParams::apply(crate::FIELD_MANAGER).force(),
+                        &Patch::Apply(&work),
+                    )
+                    .await
+                    .map_err(error::write(format!("ManifestWork {namespace}/{work_name}")))?,
+            };
+            let completed = hook_work_completed(&applied);
+            set(status, hook_manifest_completed(&work_name, completed), now);
+            if completed {
+                tracing::info!(addon = %identity.name, cluster = %namespace, "pre-delete hooks completed");
+                return Ok(without_pre_delete_finalizer(finalizers));
+            }
+            Ok(None)
+        }
+    }
 }
 
 /// Sets `condition` in `status`.
@@ -114,7 +243,8 @@ fn set(status: &mut ManagedClusterAddOnStatus, condition: NewCondition<'_>, now:
     conditions::set(&mut status.conditions, condition, now);
 }
 
-/// Everything between reading and the status patch; conditions go into `status`.
+/// Everything between reading and the status patch; conditions go into `status`. Returns the
+/// validated plugin output when the add-on was rendered.
 async fn render_and_apply(
     ctx: &Context,
     addon: &ManagedClusterAddOn,
@@ -122,7 +252,7 @@ async fn render_and_apply(
     plugin: &flotilla_wasm::Plugin,
     status: &mut ManagedClusterAddOnStatus,
     now: Timestamp,
-) -> Result<()> {
+) -> Result<Option<Vec<AgentManifest>>> {
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let client = &ctx.client;
     let works_api: Api<ManifestWork> = Api::namespaced(client.clone(), &namespace);
@@ -167,7 +297,7 @@ async fn render_and_apply(
             .collect();
         let works = deploy_only(list_works().await?);
         progress(status, &works, &mut references, Some(gr));
-        return Ok(());
+        return Ok(None);
     }
     // Configs: only those the rollout released to this cluster (status.configReferences), and
     // only while each object still has the released spec hash; a config that moved on waits
@@ -175,7 +305,7 @@ async fn render_and_apply(
     let released = conditions::find(&status.conditions, mca::CONDITION_CONFIGURED)
         .is_some_and(|c| c.status == conditions::TRUE || !status.config_references.is_empty());
     if !released {
-        return Ok(());
+        return Ok(None);
     }
     let mut references: Vec<ConfigReference> = status
         .config_references
@@ -206,13 +336,14 @@ async fn render_and_apply(
             manifests_not_rendered(&missing_configs_message(&missing)),
             now,
         );
-        return Ok(());
+        return Ok(None);
     }
-    if moved_on {
+    // Being deleted, the add-on leaves the rollout: its hooks render with the configs as they are.
+    if moved_on && addon.meta().deletion_timestamp.is_none() {
         let works = deploy_only(list_works().await?);
         progress(status, &works, &mut references, None);
         status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
-        return Ok(());
+        return Ok(None);
     }
 
     // Render.
@@ -222,7 +353,7 @@ async fn render_and_apply(
             Ok(config) => plugin_configs.push(config),
             Err(e) => {
                 set(status, manifests_not_rendered(&e.to_string()), now);
-                return Ok(());
+                return Ok(None);
             }
         }
     }
@@ -240,7 +371,7 @@ async fn render_and_apply(
         Ok(inputs) => inputs,
         Err(e) => {
             set(status, manifests_not_rendered(&e), now);
-            return Ok(());
+            return Ok(None);
         }
     };
     // The semaphore is never closed, so acquiring only waits for a free slot.
@@ -254,7 +385,7 @@ async fn render_and_apply(
         Err(e) => {
             tracing::warn!(addon = %name, cluster = %namespace, error = %e, "plugin manifests() failed; last good works kept");
             set(status, manifests_not_rendered(&e.to_string()), now);
-            return Ok(());
+            return Ok(None);
         }
     };
     let texts: Vec<String> = output.iter().map(Value::to_string).collect();
@@ -263,7 +394,7 @@ async fn render_and_apply(
         Ok(manifests) => manifests,
         Err(e) => {
             set(status, manifests_not_rendered(&e.to_string()), now);
-            return Ok(());
+            return Ok(None);
         }
     };
 
@@ -278,7 +409,7 @@ async fn render_and_apply(
         Ok(plan) => plan,
         Err(e) => {
             set(status, works_not_built(&e.to_string()), now);
-            return Ok(());
+            return Ok(None);
         }
     };
     let nothing = plan.apply.is_empty() && plan.delete.is_empty() && existing.is_empty();
@@ -314,5 +445,5 @@ async fn render_and_apply(
     }
     progress(status, &works, &mut references, None);
     status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
-    Ok(())
+    Ok(Some(manifests))
 }
