@@ -38,7 +38,13 @@ pub(crate) struct Context {
     pub(crate) options: Options,
     /// Bounds the plugin calls in flight ([`Options::max_concurrent_renders`]).
     pub(crate) renders: tokio::sync::Semaphore,
+    /// The last plugin output per add-on (`<cluster>/<name>`), with the fingerprint of the
+    /// inputs it was rendered from.
+    pub(crate) rendered: std::sync::Mutex<Rendered>,
 }
+
+/// Last plugin outputs by add-on, keyed by `<cluster>/<name>`: (input fingerprint, output).
+pub(crate) type Rendered = std::collections::HashMap<String, (u64, Arc<Vec<serde_json::Value>>)>;
 
 /// The add-ons in the store matching `keep`.
 fn select(
@@ -97,6 +103,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         client,
         registry,
         renders: tokio::sync::Semaphore::new(options.max_concurrent_renders.max(1)),
+        rendered: std::sync::Mutex::new(Rendered::new()),
         options,
     });
     flotilla_kube::controller::run("addon-deploy", controller, reconcile::reconcile, context).await;

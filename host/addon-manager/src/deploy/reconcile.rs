@@ -47,6 +47,18 @@ use super::Context;
 use crate::configs::{config_object, observed};
 use crate::error::{self, Result};
 
+/// A fingerprint of everything a plugin's `manifests()` answer depends on. The inputs' `Debug`
+/// forms are deterministic (ordered maps), which is all a fingerprint needs; a collision would
+/// only reuse an output for identical-looking inputs.
+fn render_key(parts: &[&dyn std::fmt::Debug]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for part in parts {
+        format!("{part:?}").hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
 /// Whether `existing` already is `desired` as far as the add-on manager owns it.
 fn unchanged(existing: &ManifestWork, desired: &ManifestWork) -> bool {
     let annotation = |w: &ManifestWork| {
@@ -74,6 +86,9 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     let hooked = addon.finalizers().iter().any(|f| f == ADDON_PRE_DELETE_FINALIZER);
     if deleting && !hooked {
         // The works carry the add-on as controller owner; garbage collection removes them.
+        if let Ok(mut cache) = ctx.rendered.lock() {
+            cache.remove(&format!("{namespace}/{name}"));
+        }
         return Ok(Action::await_change());
     }
     let client = &ctx.client;
@@ -374,12 +389,38 @@ async fn render_and_apply(
             return Ok(None);
         }
     };
-    // The semaphore is never closed, so acquiring only waits for a free slot.
-    let permit = ctx.renders.acquire().await.ok();
-    let rendered = plugin
-        .manifests(&cluster_input, &addon_input, &plugin_configs)
-        .await;
-    drop(permit);
+    // The same inputs to the same plugin revision give the same output: the plugin is called
+    // only when something it sees changed, not for every status write that wakes this reconcile.
+    let key = render_key(&[
+        &addon.uid().unwrap_or_default(),
+        &plugin.digest(),
+        &cluster_input,
+        &addon_input,
+        &plugin_configs,
+    ]);
+    let id = format!("{namespace}/{name}");
+    let cached = ctx.rendered.lock().ok().and_then(|cache| {
+        cache
+            .get(&id)
+            .filter(|(k, _)| *k == key)
+            .map(|(_, output)| Arc::clone(output))
+    });
+    let rendered = match cached {
+        Some(output) => Ok(output),
+        None => {
+            // The semaphore is never closed, so acquiring only waits for a free slot.
+            let permit = ctx.renders.acquire().await.ok();
+            let rendered = plugin
+                .manifests(&cluster_input, &addon_input, &plugin_configs)
+                .await
+                .map(Arc::new);
+            drop(permit);
+            if let (Ok(output), Ok(mut cache)) = (&rendered, ctx.rendered.lock()) {
+                cache.insert(id, (key, Arc::clone(output)));
+            }
+            rendered
+        }
+    };
     let output = match rendered {
         Ok(output) => output,
         Err(e) => {

@@ -32,6 +32,7 @@ use flotilla_core::addon::install::is_managed_by_addon_manager;
 use flotilla_core::addon::rollout::{AddonInput, PlacementInput, PlacementProblem, plan_configuration};
 use flotilla_core::conditions;
 use flotilla_core::rollout::ClusterGroups;
+use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
@@ -41,6 +42,9 @@ use kube::{Api, Resource, ResourceExt};
 use super::Context;
 use crate::configs::{config_object, observed};
 use crate::error::{self, Result};
+
+/// Most add-on status writes of one reconcile in flight at once.
+const STATUS_WRITES_IN_FLIGHT: usize = 16;
 
 /// What the hub knows about one install placement.
 struct PlacementState {
@@ -184,8 +188,9 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         now,
     );
 
-    // Add-ons first, so a CMA status that shows a step was taken never precedes the step.
-    let mut failure = None;
+    // Add-ons first, so a CMA status that shows a step was taken never precedes the step. The
+    // writes go out a few at a time: a rollout All over a thousand clusters is a thousand patches.
+    let mut writes = Vec::new();
     for (addon, cluster) in addons.iter().zip(&namespaces) {
         let Some(update) = plan.addons.get(cluster) else {
             continue;
@@ -198,19 +203,20 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         if let Some(condition) = update.configured.clone() {
             conditions::set(&mut desired.conditions, condition, now);
         }
-        if desired == current {
-            continue;
-        }
-        let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
-        match flotilla_kube::status::patch_if_changed(&api, addon, Some(&current), &desired).await {
-            Ok(_) => {
-                if update.references.is_some() {
-                    tracing::debug!(addon = %name, %cluster, "configs released");
-                }
-            }
-            Err(e) => failure = Some(e),
+        if desired != current {
+            let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
+            let addon = addon.clone();
+            writes.push(async move {
+                flotilla_kube::status::patch_if_changed(&api, &addon, Some(&current), &desired).await
+            });
         }
     }
+    // Every write is attempted; the first failure is reported after the CMA status.
+    let results: Vec<_> = futures::stream::iter(writes)
+        .buffer_unordered(STATUS_WRITES_IN_FLIGHT)
+        .collect()
+        .await;
+    let failure = results.into_iter().find_map(std::result::Result::err);
 
     let desired = ClusterManagementAddOnStatus {
         default_config_references: default_config_references(
