@@ -2,6 +2,9 @@
 //! declares) by group/resource, namespace and name, through discovery and the dynamic client:
 //! the rollout controller hashes them, the deploy controller hands their specs to the plugin.
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
 use flotilla_api::addon::v1beta1::{ConfigGroupResource, ConfigReferent};
 use flotilla_core::addon::configs::{ObservedConfig, config_key};
 use flotilla_core::addon::spec_hash::spec_hash;
@@ -14,8 +17,25 @@ use crate::error::{self, Result};
 /// The group/resource of AddOnDeploymentConfigs in config references.
 pub(crate) const ADC_RESOURCE: &str = "addondeploymentconfigs";
 
+/// Config types found by discovery, so that reading a config costs one request. Only found
+/// types are remembered: a type not served yet may be installed later.
+static RESOURCES: LazyLock<Mutex<HashMap<(String, String), ApiResource>>> = LazyLock::new(Default::default);
+
 /// The API resource serving config type `gr`, found by discovery (None when not served).
 async fn config_resource(client: &Client, gr: &ConfigGroupResource) -> Result<Option<ApiResource>> {
+    let key = (gr.group.clone(), gr.resource.clone());
+    if let Some(found) = RESOURCES.lock().ok().and_then(|r| r.get(&key).cloned()) {
+        return Ok(Some(found));
+    }
+    let found = discover(client, gr).await?;
+    if let (Some(found), Ok(mut known)) = (&found, RESOURCES.lock()) {
+        known.insert(key, found.clone());
+    }
+    Ok(found)
+}
+
+/// Asks the API server which resource serves config type `gr`.
+async fn discover(client: &Client, gr: &ConfigGroupResource) -> Result<Option<ApiResource>> {
     let group = match kube::discovery::group(client, &gr.group).await {
         Ok(group) => group,
         Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
