@@ -11,8 +11,10 @@
 //!  PlacementDecision, configs                               batch, Configured; CMA
 //!                                                           installProgressions
 //!  ManagedClusterAddOn, ManifestWork, CMA,     ▶ deploy ──▶ addon-<name>-deploy-<i> ManifestWorks,
-//!  AddOnPlugin, ManagedCluster                              ManifestApplied/Progressing,
-//!                                                           lastAppliedConfig
+//!  AddOnPlugin, ManagedCluster                              addon-<name>-pre-delete (hooks, with
+//!                                                           the pre-delete finalizer),
+//!                                                           ManifestApplied/Progressing,
+//!                                                           lastAppliedConfig, HookManifestCompleted
 //! ```
 //!
 //! Each controller is a module with `mod.rs` (what it watches) and `reconcile.rs` (one

@@ -313,3 +313,62 @@ async fn a_placement_that_does_not_exist_is_named_in_its_progression_and_the_oth
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_that_moves_to_another_placement_is_re_rendered_with_its_configs_and_loses_the_addon_when_no_placement_keeps_it()
+ {
+    let client = client().await;
+    let (addon, cluster_name) = ("hello-rd", "ro-d1");
+    register_plugin(&client, addon, plugins::HELLOWORLD_CONFIG).await;
+    await_cma(&client, addon).await;
+    cluster(&client, cluster_name).await;
+    placement_deciding(&client, "rollout-d", "pa", &[cluster_name]).await;
+    placement_deciding(&client, "rollout-d", "pb", &[]).await;
+    deployment_config(&client, "rollout-d", "cfg-a", "1").await;
+    deployment_config(&client, "rollout-d", "cfg-b", "2").await;
+    let with = |name: &str| json!([{"group": ADC_GROUP, "resource": ADC_RESOURCE, "namespace": "rollout-d", "name": name}]);
+    install_through(
+        &client,
+        addon,
+        json!([{"namespace": "rollout-d", "name": "pa", "configs": with("cfg-a")},
+               {"namespace": "rollout-d", "name": "pb", "configs": with("cfg-b")}]),
+    )
+    .await;
+    let work = format!("addon-{addon}-deploy-0");
+    let rendered_with = |name: &'static str| {
+        move |w: &flotilla_api::work::v1::ManifestWork| {
+            w.annotations().get(CONFIG_SPEC_HASH_ANNOTATION).is_some_and(|a| {
+                a.contains(&format!("rollout-d/{name}\""))
+                    && !a.contains(if name == "cfg-a" { "cfg-b" } else { "cfg-a" })
+            })
+        }
+    };
+    await_work(
+        &client,
+        cluster_name,
+        &work,
+        "work rendered with pa's config",
+        rendered_with("cfg-a"),
+    )
+    .await;
+
+    // pb, later in the install strategy, now also selects the cluster: its configs win.
+    placement_deciding(&client, "rollout-d", "pb", &[cluster_name]).await;
+    await_work(
+        &client,
+        cluster_name,
+        &work,
+        "work re-rendered with pb's config",
+        rendered_with("cfg-b"),
+    )
+    .await;
+
+    placement_deciding(&client, "rollout-d", "pa", &[]).await;
+    placement_deciding(&client, "rollout-d", "pb", &[]).await;
+    await_no_work(&client, cluster_name, &work).await;
+    let gone = Api::<ManagedClusterAddOn>::namespaced(client.clone(), cluster_name)
+        .get_opt(addon)
+        .await
+        .expect("read add-on");
+    assert!(gone.is_none(), "no placement keeps the add-on on the cluster");
+}
