@@ -7,9 +7,14 @@
 //!                                                          addon-manager, addOnMeta, supportedConfigs)
 //!  ClusterManagementAddOn, Placement,          ▶ install ─▶ ManagedClusterAddOns of the install
 //!  PlacementDecision, ManagedClusterAddOn                   strategy's placements (CMA as owner)
+//!  CMA, ManagedClusterAddOn, Placement,       ▶ rollout ─▶ configReferences released batch by
+//!  PlacementDecision, configs                               batch, Configured; CMA
+//!                                                           installProgressions
 //!  ManagedClusterAddOn, ManifestWork, CMA,     ▶ deploy ──▶ addon-<name>-deploy-<i> ManifestWorks,
-//!  AddOnPlugin, ManagedCluster, configs                     ManifestApplied/Configured/Progressing,
-//!                                                           configReferences
+//!  AddOnPlugin, ManagedCluster                              addon-<name>-pre-delete (hooks, with
+//!                                                           the pre-delete finalizer),
+//!                                                           ManifestApplied/Progressing,
+//!                                                           lastAppliedConfig, HookManifestCompleted
 //! ```
 //!
 //! Each controller is a module with `mod.rs` (what it watches) and `reconcile.rs` (one
@@ -18,10 +23,12 @@
 //! [`PluginRegistry`] the AddOnPlugin controller fills; [`run`] starts the controllers and runs
 //! until the returned future is dropped.
 
+mod configs;
 mod deploy;
 pub mod error;
 mod install;
 mod plugin;
+mod rollout;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,13 +62,14 @@ impl Default for Options {
     }
 }
 
-/// Runs the plugin, install and deploy controllers concurrently until dropped. `registry` is
+/// Runs the plugin, install, rollout and deploy controllers concurrently until dropped. `registry` is
 /// the one the AddOnPlugin controller loads plugin revisions into.
 pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
     tracing::info!("add-on manager starting");
     futures::join!(
         plugin::run(client.clone(), Arc::clone(&registry), options.clone()),
         install::run(client.clone(), options.clone()),
+        rollout::run(client.clone(), options.clone()),
         deploy::run(client, registry, options),
     );
 }

@@ -16,24 +16,9 @@ use flotilla_api::work::consts::CONFIG_SPEC_HASH_ANNOTATION;
 use flotilla_test_plugins as plugins;
 use flotilla_testing::wait;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, ResourceExt};
 use serde_json::json;
 use support::*;
-
-/// Waits until the plugin's ClusterManagementAddOn exists with the addon-manager lifecycle.
-async fn await_cma(client: &Client, addon: &str) -> ClusterManagementAddOn {
-    let api: Api<ClusterManagementAddOn> = Api::all(client.clone());
-    wait::until(&format!("ClusterManagementAddOn {addon}"), TIMEOUT, || {
-        let api = api.clone();
-        async move {
-            Ok::<_, kube::Error>(api.get_opt(addon).await?.filter(|c| {
-                c.annotations().get(LIFECYCLE_ANNOTATION).map(String::as_str) == Some("addon-manager")
-            }))
-        }
-    })
-    .await
-    .expect("ClusterManagementAddOn ensured")
-}
 
 fn deploy_work(addon: &str) -> String {
     format!("addon-{addon}-deploy-0")
@@ -144,7 +129,8 @@ async fn a_placements_install_strategy_follows_the_decisions() {
         Some("placed"),
         json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "PlacementDecision",
                "metadata": {"name": "pl-decision-1", "namespace": "placed",
-                            "labels": {"cluster.open-cluster-management.io/placement": "pl"}}}),
+                            "labels": {"cluster.open-cluster-management.io/placement": "pl",
+                                       "cluster.open-cluster-management.io/decision-group-index": "0"}}}),
     )
     .await;
     let pd: Api<flotilla_api::cluster::v1beta1::PlacementDecision> =
@@ -502,7 +488,8 @@ async fn a_placements_configs_override_the_defaults_for_the_clusters_it_selects(
         Some("pcfg"),
         json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "PlacementDecision",
                "metadata": {"name": "pl-decision-1", "namespace": "pcfg",
-                            "labels": {"cluster.open-cluster-management.io/placement": "pl"}}}),
+                            "labels": {"cluster.open-cluster-management.io/placement": "pl",
+                                       "cluster.open-cluster-management.io/decision-group-index": "0"}}}),
     )
     .await;
     Api::<flotilla_api::cluster::v1beta1::PlacementDecision>::namespaced(client.clone(), "pcfg")
@@ -583,4 +570,96 @@ async fn a_new_plugin_revision_re_renders_the_addon_on_every_cluster() {
         })
         .await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_delete_hooks_run_through_their_own_work_and_the_addon_goes_only_once_they_complete() {
+    use flotilla_api::addon::consts::ADDON_PRE_DELETE_FINALIZER;
+    let client = client().await;
+    let (addon, cluster_name) = ("hello-hook", "mc-hook");
+    register_plugin(&client, addon, plugins::PRE_DELETE).await;
+    await_cma(&client, addon).await;
+    cluster(&client, cluster_name).await;
+    enable(&client, addon, cluster_name, json!([])).await;
+    let deploy = await_work(&client, cluster_name, &deploy_work(addon), "deploy work", |_| {
+        true
+    })
+    .await;
+    assert!(
+        deploy
+            .spec
+            .workload
+            .manifests
+            .iter()
+            .all(|m| m.0["kind"] != "Job"),
+        "the hook is not deployed with the add-on"
+    );
+    let api = Api::<ManagedClusterAddOn>::namespaced(client.clone(), cluster_name);
+    wait::until("pre-delete finalizer added", TIMEOUT, || {
+        let api = api.clone();
+        async move {
+            let mca = api.get(addon).await?;
+            Ok::<_, kube::Error>(
+                mca.finalizers()
+                    .iter()
+                    .any(|f| f == ADDON_PRE_DELETE_FINALIZER)
+                    .then_some(()),
+            )
+        }
+    })
+    .await
+    .expect("finalizer");
+    let works = Api::<flotilla_api::work::v1::ManifestWork>::namespaced(client.clone(), cluster_name);
+    let hook_work = format!("addon-{addon}-pre-delete");
+    assert!(
+        works.get_opt(&hook_work).await.expect("read").is_none(),
+        "hooks run only on deletion"
+    );
+
+    api.delete(addon, &DeleteParams::default())
+        .await
+        .expect("disable");
+    let work = await_work(&client, cluster_name, &hook_work, "pre-delete work", |_| true).await;
+    let job = &work.spec.manifest_configs[0].resource_identifier;
+    assert_eq!((job.group.as_str(), job.resource.as_str()), ("batch", "jobs"));
+    let waiting = await_condition(&client, cluster_name, addon, "HookManifestCompleted", |c| {
+        c.status == "False"
+    })
+    .await;
+    assert_eq!(waiting.reason, "HookManifestIsNotCompleted");
+    assert!(
+        works.get_opt(&deploy_work(addon)).await.expect("read").is_some(),
+        "the add-on stays while its hook runs"
+    );
+
+    // The stand-in agent runs the Job and reports it complete through the work's feedback.
+    let generation = work.metadata.generation.unwrap_or_default();
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let condition = |type_: &str| {
+        json!({"type": type_, "status": "True", "reason": "Done", "message": "",
+               "observedGeneration": generation, "lastTransitionTime": now})
+    };
+    works
+        .patch_status(
+            &hook_work,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [condition("Applied"), condition("Available")],
+                "resourceStatus": {"manifests": [{
+                    "resourceMeta": {"ordinal": 0, "group": "batch", "version": "v1", "kind": "Job",
+                                     "resource": "jobs", "name": job.name, "namespace": job.namespace},
+                    "statusFeedback": {"values": [{"name": "JobComplete",
+                                                   "fieldValue": {"type": "String", "string": "True"}}]},
+                    "conditions": []}]}}})),
+        )
+        .await
+        .expect("report the hook complete");
+    wait::until("add-on removed after its hook", TIMEOUT, || {
+        let api = api.clone();
+        async move { Ok::<_, kube::Error>(api.get_opt(addon).await?.is_none().then_some(())) }
+    })
+    .await
+    .expect("add-on removed");
+    await_no_work(&client, cluster_name, &deploy_work(addon)).await;
+    await_no_work(&client, cluster_name, &hook_work).await;
 }

@@ -20,6 +20,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("HELLOWORLD_CONFIG", "helloworld-config"),
     ("CUSTOM_SIGNER", "custom-signer"),
     ("REVISION_B", "revision-b"),
+    ("PRE_DELETE", "pre-delete"),
     ("HOSTILE_LOOP", "hostile-loop"),
     ("HOSTILE_MEMORY", "hostile-memory"),
     ("HOSTILE_TRAP", "hostile-trap"),

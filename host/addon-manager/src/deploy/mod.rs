@@ -1,26 +1,26 @@
 //! The deploy controller: for each ManagedClusterAddOn on an accepted cluster, the plugin's
 //! `manifests()` output becomes the add-on's `addon-<name>-deploy-<i>` ManifestWorks, and the
-//! add-on's status says how far it got (`ManifestApplied`, `Configured`, `Progressing`,
-//! `configReferences`, `supportedConfigs`).
+//! add-on's status says how far it got (`ManifestApplied`, `Progressing`, `lastAppliedConfig`,
+//! `supportedConfigs`).
 //!
 //! ```text
 //!  ManagedClusterAddOn ─────────────────────────────┐
 //!  ManifestWork (addon-name label) ─────────────────┤
 //!  ClusterManagementAddOn, AddOnPlugin (same name) ─┼─▶ reconcile(add-on)
-//!  ManagedCluster (cluster namespace) ──────────────┤
-//!  AddOnDeploymentConfig (referring add-ons) ───────┘
+//!  ManagedCluster (cluster namespace) ──────────────┘
 //! ```
 //!
 //! A change re-renders only the add-ons it affects: a work or cluster maps to its namespace's
-//! add-ons, a CMA or plugin revision to the add-ons of that name, a config to the add-ons that
-//! may use it.
+//! add-ons, a CMA or plugin revision to the add-ons of that name. A config change reaches an
+//! add-on only when the rollout controller releases it into the add-on's
+//! `status.configReferences` (a change of the add-on itself), so configs are not watched here.
 
 mod reconcile;
 
 use std::sync::Arc;
 
 use flotilla_api::addon::consts::ADDON_NAME_LABEL;
-use flotilla_api::addon::v1alpha1::{AddOnDeploymentConfig, ClusterManagementAddOn, ManagedClusterAddOn};
+use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::ManifestWork;
@@ -31,9 +31,6 @@ use kube::{Api, Client, ResourceExt};
 
 use crate::Options;
 
-/// The group/resource of AddOnDeploymentConfigs in config references.
-const ADC_RESOURCE: &str = "addondeploymentconfigs";
-
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
@@ -41,7 +38,13 @@ pub(crate) struct Context {
     pub(crate) options: Options,
     /// Bounds the plugin calls in flight ([`Options::max_concurrent_renders`]).
     pub(crate) renders: tokio::sync::Semaphore,
+    /// The last plugin output per add-on (`<cluster>/<name>`), with the fingerprint of the
+    /// inputs it was rendered from.
+    pub(crate) rendered: std::sync::Mutex<Rendered>,
 }
+
+/// Last plugin outputs by add-on, keyed by `<cluster>/<name>`: (input fingerprint, output).
+pub(crate) type Rendered = std::collections::HashMap<String, (u64, Arc<Vec<serde_json::Value>>)>;
 
 /// The add-ons in the store matching `keep`.
 fn select(
@@ -62,12 +65,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         Api::<ManagedClusterAddOn>::all(client.clone()),
         watcher::Config::default(),
     );
-    let (by_cma, by_plugin, by_cluster, by_config) = (
-        controller.store(),
-        controller.store(),
-        controller.store(),
-        controller.store(),
-    );
+    let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), controller.store());
     let controller = controller
         .watches(
             Api::<ManifestWork>::all(client.clone()),
@@ -100,29 +98,12 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
                 let name = cluster.name_any();
                 select(&by_cluster, |a| a.namespace().as_deref() == Some(name.as_str()))
             },
-        )
-        .watches(
-            Api::<AddOnDeploymentConfig>::all(client.clone()),
-            watcher::Config::default(),
-            move |config| {
-                let (namespace, name) = (config.namespace().unwrap_or_default(), config.name_any());
-                // An add-on refers to it in spec.configs, or may take it as a CMA default.
-                select(&by_config, |a| {
-                    let adc = a
-                        .spec
-                        .configs
-                        .iter()
-                        .filter(|c| c.group_resource.resource == ADC_RESOURCE);
-                    let mut adc = adc.peekable();
-                    adc.peek().is_none()
-                        || adc.any(|c| c.referent.namespace == namespace && c.referent.name == name)
-                })
-            },
         );
     let context = Arc::new(Context {
         client,
         registry,
         renders: tokio::sync::Semaphore::new(options.max_concurrent_renders.max(1)),
+        rendered: std::sync::Mutex::new(Rendered::new()),
         options,
     });
     flotilla_kube::controller::run("addon-deploy", controller, reconcile::reconcile, context).await;

@@ -1,6 +1,8 @@
 //! One reconcile of a ManagedClusterAddOn: read the cluster, CMA, plugin, configs and works;
-//! return early when the cluster is not accepted or the add-on is not ours; resolve configs and
-//! render through the plugin; build the works purely (`flotilla_core::addon::works`); apply
+//! return early when the cluster is not accepted, the add-on is not ours, or the rollout has
+//! not released configs to it yet; read the released configs (a config whose spec hash moved on
+//! since its release waits: the works stay as they are until the rollout releases the new
+//! hash here) and render through the plugin; build the works purely (`flotilla_core::addon::works`); apply
 //! only the works that changed; set the conditions from the pure rules
 //! (`flotilla_core::addon::status`) and patch status once if it changed.
 //!
@@ -8,108 +10,53 @@
 //! error, trap or timeout, output that is not a Kubernetes object) leaves the existing works as
 //! they are and says why in a condition.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flotilla_api::addon::consts::ADDON_NAME_LABEL;
-use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, ManagedClusterAddOnStatus};
-use flotilla_api::addon::v1beta1::{
-    ConfigGroupResource, ConfigReference, ConfigReferent, InstallStrategyType, PlacementRef,
+use flotilla_api::addon::consts::{
+    ADDON_NAME_LABEL, ADDON_PRE_DELETE_FINALIZER, managed_cluster_addon as mca,
 };
-use flotilla_api::cluster::consts::PLACEMENT_LABEL;
+use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, ManagedClusterAddOnStatus};
+use flotilla_api::addon::v1beta1::{AddOnConfig, ConfigGroupResource, ConfigReference};
 use flotilla_api::cluster::v1::ManagedCluster;
-use flotilla_api::cluster::v1beta1::PlacementDecision;
+use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::consts::CONFIG_SPEC_HASH_ANNOTATION;
 use flotilla_api::work::v1::ManifestWork;
 use flotilla_core::addon::configs::{
-    ObservedConfig, config_key, config_reference_from_v1alpha1, config_reference_to_v1alpha1,
-    default_configs_v1alpha1, desired_configs, first_unsupported, merge_config_references,
-    missing_configs_message, owning_placement, resolve,
+    config_reference_from_v1alpha1, config_reference_to_v1alpha1, first_unsupported, missing_configs_message,
 };
 use flotilla_core::addon::install::is_managed_by_addon_manager;
-use flotilla_core::addon::spec_hash::spec_hash;
 use flotilla_core::addon::status::{
-    ProgressingInput, configured, manifests_not_rendered, mark_applied, nothing_to_apply, progressing,
-    set_manifest_applied, work_not_applied, works_not_built,
+    HookStep, ProgressingInput, hook_manifest_completed, hook_step, manifests_not_rendered, mark_applied,
+    nothing_to_apply, progressing, set_manifest_applied, with_pre_delete_finalizer,
+    without_pre_delete_finalizer, work_not_applied, works_not_built,
 };
-use flotilla_core::addon::works::{AddonIdentity, deploy_work_index, deploy_works, validate_manifests};
+use flotilla_core::addon::works::{
+    AddonIdentity, AgentManifest, deploy_work_index, deploy_works, hook_work_completed, pre_delete_hook,
+    pre_delete_work, validate_manifests,
+};
 use flotilla_core::conditions::{self, NewCondition};
 use flotilla_wasm::inputs;
 use flotilla_wasm::types::ResolvedConfig;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
 use super::Context;
+use crate::configs::{config_object, observed};
 use crate::error::{self, Result};
 
-/// The API resource serving config type `gr`, found by discovery (None when not served).
-async fn config_resource(client: &Client, gr: &ConfigGroupResource) -> Result<Option<ApiResource>> {
-    let group = match kube::discovery::group(client, &gr.group).await {
-        Ok(group) => group,
-        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
-        Err(e) => return Err(error::read(format!("API group {:?}", gr.group))(e)),
-    };
-    Ok(group
-        .recommended_resources()
-        .into_iter()
-        .map(|(resource, _)| resource)
-        .find(|r| r.plural == gr.resource))
-}
-
-/// A config object as JSON, or None when it (or its type) does not exist.
-async fn config_object(
-    client: &Client,
-    gr: &ConfigGroupResource,
-    referent: &ConfigReferent,
-) -> Result<Option<Value>> {
-    let Some(resource) = config_resource(client, gr).await? else {
-        return Ok(None);
-    };
-    let api: Api<DynamicObject> = if referent.namespace.is_empty() {
-        Api::all_with(client.clone(), &resource)
-    } else {
-        Api::namespaced_with(client.clone(), &referent.namespace, &resource)
-    };
-    let object = api
-        .get_opt(&referent.name)
-        .await
-        .map_err(error::read(format!("config {}", config_key(gr, referent))))?;
-    Ok(object.and_then(|o| serde_json::to_value(o).ok()))
-}
-
-/// The install placements of `cma` whose decisions include `cluster`.
-async fn selecting_placements(
-    client: &Client,
-    cma: &ClusterManagementAddOn,
-    cluster: &str,
-) -> Result<Vec<PlacementRef>> {
-    let mut selecting = Vec::new();
-    if cma.spec.install_strategy.type_ != InstallStrategyType::Placements {
-        return Ok(selecting);
+/// A fingerprint of everything a plugin's `manifests()` answer depends on. The inputs' `Debug`
+/// forms are deterministic (ordered maps), which is all a fingerprint needs; a collision would
+/// only reuse an output for identical-looking inputs.
+fn render_key(parts: &[&dyn std::fmt::Debug]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for part in parts {
+        format!("{part:?}").hash(&mut hasher);
     }
-    for strategy in &cma.spec.install_strategy.placements {
-        let p = &strategy.placement;
-        let decisions: Api<PlacementDecision> = Api::namespaced(client.clone(), &p.namespace);
-        let list = decisions
-            .list(&ListParams::default().labels(&format!("{PLACEMENT_LABEL}={}", p.name)))
-            .await
-            .map_err(error::read(format!(
-                "PlacementDecisions of {}/{}",
-                p.namespace, p.name
-            )))?;
-        let selects = list
-            .items
-            .iter()
-            .filter_map(|d| d.status.as_ref())
-            .any(|s| s.decisions.iter().any(|d| d.cluster_name == cluster));
-        if selects {
-            selecting.push(p.clone());
-        }
-    }
-    Ok(selecting)
+    hasher.finish()
 }
 
 /// Whether `existing` already is `desired` as far as the add-on manager owns it.
@@ -135,26 +82,45 @@ fn unchanged(existing: &ManifestWork, desired: &ManifestWork) -> bool {
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let requeue = Action::requeue(ctx.options.resync);
-    if addon.meta().deletion_timestamp.is_some() {
+    let deleting = addon.meta().deletion_timestamp.is_some();
+    let hooked = addon.finalizers().iter().any(|f| f == ADDON_PRE_DELETE_FINALIZER);
+    if deleting && !hooked {
         // The works carry the add-on as controller owner; garbage collection removes them.
+        if let Ok(mut cache) = ctx.rendered.lock() {
+            cache.remove(&format!("{namespace}/{name}"));
+        }
         return Ok(Action::await_change());
     }
     let client = &ctx.client;
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
     let cluster = Api::<ManagedCluster>::all(client.clone())
         .get_opt(&namespace)
         .await
         .map_err(error::read(format!("ManagedCluster {namespace}")))?;
     let Some(cluster) = cluster.filter(|c| c.spec.hub_accepts_client) else {
+        if deleting {
+            // No agent will run the hooks on a cluster that left the hub.
+            tracing::warn!(addon = %name, cluster = %namespace, "cluster not accepted; pre-delete hooks skipped");
+            write_finalizers(&api, &addon, without_pre_delete_finalizer(addon.finalizers())).await?;
+        }
         return Ok(Action::await_change());
     };
-    let cma = Api::<ClusterManagementAddOn>::all(client.clone())
-        .get_opt(&name)
-        .await
-        .map_err(error::read(format!("ClusterManagementAddOn {name}")))?;
-    let Some(cma) = cma.filter(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) else {
-        return Ok(Action::await_change());
-    };
+    if !deleting {
+        let cma = Api::<ClusterManagementAddOn>::all(client.clone())
+            .get_opt(&name)
+            .await
+            .map_err(error::read(format!("ClusterManagementAddOn {name}")))?;
+        if !cma.is_some_and(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) {
+            return Ok(Action::await_change());
+        }
+    }
     let Some(plugin) = ctx.registry.get(&name) else {
+        if deleting && !plugin_registered(client, &name).await? {
+            // The plugin is gone, so nothing can render the hooks any more.
+            tracing::warn!(addon = %name, cluster = %namespace, "no plugin; pre-delete hooks skipped");
+            write_finalizers(&api, &addon, without_pre_delete_finalizer(addon.finalizers())).await?;
+            return Ok(Action::await_change());
+        }
         // The AddOnPlugin watch brings the add-on back once its plugin is loaded.
         return Ok(Action::requeue(ctx.options.retry));
     };
@@ -173,12 +139,118 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         ..status.clone()
     };
     let now = Timestamp::now();
-    let outcome = render_and_apply(&ctx, &addon, &cluster, &cma, &plugin, &mut desired_status, now).await;
-    let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
+    let outcome = render_and_apply(&ctx, &addon, &cluster, &plugin, &mut desired_status, now).await;
+    let finalizers = match &outcome {
+        Ok(Some(manifests)) => hooks(&ctx, &addon, manifests, &mut desired_status, now).await?,
+        _ => None,
+    };
+    if finalizers.is_some() {
+        // The finalizer write changes the add-on, so the next reconcile patches the status
+        // (or the add-on is gone once its last finalizer is).
+        write_finalizers(&api, &addon, finalizers).await?;
+        outcome?;
+        return Ok(requeue);
+    }
     flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired_status)
         .await?;
     outcome?;
+    if deleting {
+        // Waiting for the hook: its work's status wakes this reconcile, the retry bounds it.
+        return Ok(Action::requeue(ctx.options.retry));
+    }
     Ok(requeue)
+}
+
+/// Whether an AddOnPlugin drives add-on `addon` (loaded here or not).
+async fn plugin_registered(client: &kube::Client, addon: &str) -> Result<bool> {
+    let plugins = Api::<AddOnPlugin>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(error::read("AddOnPlugins"))?;
+    Ok(plugins
+        .items
+        .iter()
+        .any(|p| crate::plugin::addon_name(p) == addon))
+}
+
+/// Replaces the add-on's finalizers with `finalizers` (None: nothing to write), guarded by its
+/// resourceVersion.
+async fn write_finalizers(
+    api: &Api<ManagedClusterAddOn>,
+    addon: &ManagedClusterAddOn,
+    finalizers: Option<Vec<String>>,
+) -> Result<()> {
+    let Some(finalizers) = finalizers else {
+        return Ok(());
+    };
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": addon.resource_version(),
+        "finalizers": finalizers,
+    }});
+    api.patch(&addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(error::write(format!(
+            "finalizers of ManagedClusterAddOn {}/{}",
+            addon.namespace().unwrap_or_default(),
+            addon.name_any()
+        )))?;
+    Ok(())
+}
+
+/// The pre-delete hook step (OCM's order): no hook in the output drops the finalizer; a hook
+/// adds it; while the add-on is deleted, the hook work is applied and, once its hooks report
+/// completion, `HookManifestCompleted` turns True and the finalizer goes. Returns the new
+/// finalizers when they change.
+async fn hooks(
+    ctx: &Context,
+    addon: &ManagedClusterAddOn,
+    manifests: &[AgentManifest],
+    status: &mut ManagedClusterAddOnStatus,
+    now: Timestamp,
+) -> Result<Option<Vec<String>>> {
+    let finalizers = addon.finalizers();
+    let has_hooks = manifests.iter().any(|m| pre_delete_hook(m).is_some());
+    let deleting = addon.meta().deletion_timestamp.is_some();
+    match hook_step(has_hooks, finalizers, deleting) {
+        HookStep::RemoveFinalizer => Ok(without_pre_delete_finalizer(finalizers)),
+        HookStep::AddFinalizer => Ok(with_pre_delete_finalizer(finalizers)),
+        HookStep::Wait => Ok(None),
+        HookStep::RunHooks => {
+            let namespace = addon.namespace().unwrap_or_default();
+            let identity = AddonIdentity {
+                name: addon.name_any(),
+                namespace: namespace.clone(),
+                uid: addon.uid().unwrap_or_default(),
+            };
+            let Some(work) = pre_delete_work(&identity, manifests) else {
+                return Ok(without_pre_delete_finalizer(finalizers));
+            };
+            let work_name = work.name_any();
+            let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), &namespace);
+            let current = api
+                .get_opt(&work_name)
+                .await
+                .map_err(error::read(format!("ManifestWork {namespace}/{work_name}")))?;
+            let applied = match current.filter(|c| unchanged(c, &work)) {
+                Some(current) => current,
+                None => api
+                    .patch(
+                        &work_name,
+                        &PatchParams::apply(crate::FIELD_MANAGER).force(),
+                        &Patch::Apply(&work),
+                    )
+                    .await
+                    .map_err(error::write(format!("ManifestWork {namespace}/{work_name}")))?,
+            };
+            let completed = hook_work_completed(&applied);
+            set(status, hook_manifest_completed(&work_name, completed), now);
+            if completed {
+                tracing::info!(addon = %identity.name, cluster = %namespace, "pre-delete hooks completed");
+                return Ok(without_pre_delete_finalizer(finalizers));
+            }
+            Ok(None)
+        }
+    }
 }
 
 /// Sets `condition` in `status`.
@@ -186,16 +258,16 @@ fn set(status: &mut ManagedClusterAddOnStatus, condition: NewCondition<'_>, now:
     conditions::set(&mut status.conditions, condition, now);
 }
 
-/// Everything between reading and the status patch; conditions go into `status`.
+/// Everything between reading and the status patch; conditions go into `status`. Returns the
+/// validated plugin output when the add-on was rendered.
 async fn render_and_apply(
     ctx: &Context,
     addon: &ManagedClusterAddOn,
     cluster: &ManagedCluster,
-    cma: &ClusterManagementAddOn,
     plugin: &flotilla_wasm::Plugin,
     status: &mut ManagedClusterAddOnStatus,
     now: Timestamp,
-) -> Result<()> {
+) -> Result<Option<Vec<AgentManifest>>> {
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let client = &ctx.client;
     let works_api: Api<ManifestWork> = Api::namespaced(client.clone(), &namespace);
@@ -240,61 +312,63 @@ async fn render_and_apply(
             .collect();
         let works = deploy_only(list_works().await?);
         progress(status, &works, &mut references, Some(gr));
-        return Ok(());
+        return Ok(None);
     }
-    let selecting = selecting_placements(client, cma, &namespace).await?;
-    let placements = &cma.spec.install_strategy.placements;
-    let placement = owning_placement(placements, |p| selecting.contains(p)).map(|p| p.configs.as_slice());
-    let desired = desired_configs(
-        &default_configs_v1alpha1(&cma.spec),
-        placement,
-        &addon.spec.configs,
-    );
-    let mut objects: BTreeMap<String, Value> = BTreeMap::new();
-    for (gr, referent) in desired.iter() {
-        if let Some(object) = config_object(client, gr, referent).await? {
-            objects.insert(config_key(gr, referent), object);
-        }
+    // Configs: only those the rollout released to this cluster (status.configReferences), and
+    // only while each object still has the released spec hash; a config that moved on waits
+    // for the rollout to release it here.
+    let released = conditions::find(&status.conditions, mca::CONDITION_CONFIGURED)
+        .is_some_and(|c| c.status == conditions::TRUE || !status.config_references.is_empty());
+    if !released {
+        return Ok(None);
     }
-    let resolved = resolve(&desired, |gr, referent| {
-        let object = objects.get(&config_key(gr, referent))?;
-        Some(ObservedConfig {
-            spec_hash: spec_hash(object).ok()?,
-            generation: object
-                .pointer("/metadata/generation")
-                .and_then(Value::as_i64)
-                .unwrap_or(0),
-        })
-    });
-    let existing_refs: Vec<ConfigReference> = status
+    let mut references: Vec<ConfigReference> = status
         .config_references
         .iter()
         .map(config_reference_from_v1alpha1)
         .collect();
-    // Part 1 releases configs at once (rollout All); the rollout engine decides this later.
-    let mut references = merge_config_references(&existing_refs, &resolved.references);
-    status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
-    set(status, configured(true), now);
-    if !resolved.missing.is_empty() {
+    let mut objects: Vec<Value> = Vec::new();
+    let mut missing: Vec<AddOnConfig> = Vec::new();
+    let mut moved_on = false;
+    for reference in &references {
+        let Some(desired) = reference.desired_config.as_ref() else {
+            continue;
+        };
+        match config_object(client, &reference.group_resource, &desired.referent).await? {
+            None => missing.push(AddOnConfig {
+                group_resource: reference.group_resource.clone(),
+                referent: desired.referent.clone(),
+            }),
+            Some(object) => {
+                moved_on |= observed(&object).is_none_or(|o| o.spec_hash != desired.spec_hash);
+                objects.push(object);
+            }
+        }
+    }
+    if !missing.is_empty() {
         set(
             status,
-            manifests_not_rendered(&missing_configs_message(&resolved.missing)),
+            manifests_not_rendered(&missing_configs_message(&missing)),
             now,
         );
-        return Ok(());
+        return Ok(None);
+    }
+    // Being deleted, the add-on leaves the rollout: its hooks render with the configs as they are.
+    if moved_on && addon.meta().deletion_timestamp.is_none() {
+        let works = deploy_only(list_works().await?);
+        progress(status, &works, &mut references, None);
+        status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
+        return Ok(None);
     }
 
     // Render.
     let mut plugin_configs: Vec<ResolvedConfig> = Vec::new();
-    for (gr, referent) in desired.iter() {
-        let Some(object) = objects.get(&config_key(gr, referent)) else {
-            continue;
-        };
+    for object in &objects {
         match inputs::resolved_config(object) {
             Ok(config) => plugin_configs.push(config),
             Err(e) => {
                 set(status, manifests_not_rendered(&e.to_string()), now);
-                return Ok(());
+                return Ok(None);
             }
         }
     }
@@ -312,21 +386,47 @@ async fn render_and_apply(
         Ok(inputs) => inputs,
         Err(e) => {
             set(status, manifests_not_rendered(&e), now);
-            return Ok(());
+            return Ok(None);
         }
     };
-    // The semaphore is never closed, so acquiring only waits for a free slot.
-    let permit = ctx.renders.acquire().await.ok();
-    let rendered = plugin
-        .manifests(&cluster_input, &addon_input, &plugin_configs)
-        .await;
-    drop(permit);
+    // The same inputs to the same plugin revision give the same output: the plugin is called
+    // only when something it sees changed, not for every status write that wakes this reconcile.
+    let key = render_key(&[
+        &addon.uid().unwrap_or_default(),
+        &plugin.digest(),
+        &cluster_input,
+        &addon_input,
+        &plugin_configs,
+    ]);
+    let id = format!("{namespace}/{name}");
+    let cached = ctx.rendered.lock().ok().and_then(|cache| {
+        cache
+            .get(&id)
+            .filter(|(k, _)| *k == key)
+            .map(|(_, output)| Arc::clone(output))
+    });
+    let rendered = match cached {
+        Some(output) => Ok(output),
+        None => {
+            // The semaphore is never closed, so acquiring only waits for a free slot.
+            let permit = ctx.renders.acquire().await.ok();
+            let rendered = plugin
+                .manifests(&cluster_input, &addon_input, &plugin_configs)
+                .await
+                .map(Arc::new);
+            drop(permit);
+            if let (Ok(output), Ok(mut cache)) = (&rendered, ctx.rendered.lock()) {
+                cache.insert(id, (key, Arc::clone(output)));
+            }
+            rendered
+        }
+    };
     let output = match rendered {
         Ok(output) => output,
         Err(e) => {
             tracing::warn!(addon = %name, cluster = %namespace, error = %e, "plugin manifests() failed; last good works kept");
             set(status, manifests_not_rendered(&e.to_string()), now);
-            return Ok(());
+            return Ok(None);
         }
     };
     let texts: Vec<String> = output.iter().map(Value::to_string).collect();
@@ -335,7 +435,7 @@ async fn render_and_apply(
         Ok(manifests) => manifests,
         Err(e) => {
             set(status, manifests_not_rendered(&e.to_string()), now);
-            return Ok(());
+            return Ok(None);
         }
     };
 
@@ -350,7 +450,7 @@ async fn render_and_apply(
         Ok(plan) => plan,
         Err(e) => {
             set(status, works_not_built(&e.to_string()), now);
-            return Ok(());
+            return Ok(None);
         }
     };
     let nothing = plan.apply.is_empty() && plan.delete.is_empty() && existing.is_empty();
@@ -386,5 +486,5 @@ async fn render_and_apply(
     }
     progress(status, &works, &mut references, None);
     status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
-    Ok(())
+    Ok(Some(manifests))
 }

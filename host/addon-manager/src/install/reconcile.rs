@@ -18,8 +18,13 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 
+use futures::StreamExt;
+
 use super::Context;
 use crate::error::{self, Result};
+
+/// Most add-on creations of one reconcile in flight at once.
+const WRITES_IN_FLIGHT: usize = 16;
 
 /// The clusters placement `namespace/name` selects, or None when it does not exist.
 async fn decided_clusters(ctx: &Context, namespace: &str, name: &str) -> Result<Option<BTreeSet<String>>> {
@@ -129,24 +134,37 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         tracing::warn!(addon = %name, placement = %format!("{}/{}", missing.namespace, missing.name),
             "install strategy names a Placement that does not exist");
     }
-    let clusters: Api<ManagedCluster> = Api::all(ctx.client.clone());
+    // Creations go out a few at a time: a placement of a thousand clusters is a thousand add-ons.
+    let mut creations = Vec::with_capacity(plan.create.len());
     for cluster in &plan.create {
-        // Decisions may name a cluster that is gone; its namespace is gone with it.
-        let Some(managed) = clusters
-            .get_opt(cluster)
-            .await
-            .map_err(error::read(format!("ManagedCluster {cluster}")))?
-        else {
-            continue;
-        };
-        let addon = new_managed_cluster_addon(&name, &uid, cluster, managed.metadata.annotations.as_ref());
-        let api: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), cluster);
-        match api.create(&PostParams::default(), &addon).await {
-            Ok(_) => tracing::info!(addon = %name, %cluster, "ManagedClusterAddOn installed"),
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => return Err(error::write(format!("ManagedClusterAddOn {cluster}/{name}"))(e)),
-        }
+        let (client, name, uid) = (ctx.client.clone(), name.clone(), uid.clone());
+        creations.push(async move {
+            let cluster = cluster.as_str();
+            let clusters: Api<ManagedCluster> = Api::all(client.clone());
+            // Decisions may name a cluster that is gone; its namespace is gone with it.
+            let Some(managed) = clusters
+                .get_opt(cluster)
+                .await
+                .map_err(error::read(format!("ManagedCluster {cluster}")))?
+            else {
+                return Ok(());
+            };
+            let addon =
+                new_managed_cluster_addon(&name, &uid, cluster, managed.metadata.annotations.as_ref());
+            let api: Api<ManagedClusterAddOn> = Api::namespaced(client, cluster);
+            match api.create(&PostParams::default(), &addon).await {
+                Ok(_) => tracing::info!(addon = %name, %cluster, "ManagedClusterAddOn installed"),
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => return Err(error::write(format!("ManagedClusterAddOn {cluster}/{name}"))(e)),
+            }
+            Ok(())
+        });
     }
+    let created: Vec<Result<()>> = futures::stream::iter(creations)
+        .buffer_unordered(WRITES_IN_FLIGHT)
+        .collect()
+        .await;
+    created.into_iter().collect::<Result<Vec<()>>>()?;
     for cluster in &plan.delete {
         let api: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), cluster);
         match api.delete(&name, &DeleteParams::default()).await {

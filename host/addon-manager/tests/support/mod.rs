@@ -258,3 +258,126 @@ pub async fn agent_applied(client: &Client, work: &ManifestWork) {
         .await
         .expect("report work status");
 }
+
+/// Waits until the plugin's ClusterManagementAddOn exists with the addon-manager lifecycle.
+pub async fn await_cma(
+    client: &Client,
+    addon: &str,
+) -> flotilla_api::addon::v1alpha1::ClusterManagementAddOn {
+    let api: Api<flotilla_api::addon::v1alpha1::ClusterManagementAddOn> = Api::all(client.clone());
+    wait::until(&format!("ClusterManagementAddOn {addon}"), TIMEOUT, || {
+        let api = api.clone();
+        async move {
+            Ok::<_, kube::Error>(api.get_opt(addon).await?.filter(|c| {
+                c.annotations()
+                    .get(flotilla_api::addon::consts::LIFECYCLE_ANNOTATION)
+                    .map(String::as_str)
+                    == Some("addon-manager")
+            }))
+        }
+    })
+    .await
+    .expect("ClusterManagementAddOn ensured")
+}
+
+/// Creates Placement `namespace/name` (empty spec) and writes its one PlacementDecision,
+/// labelled as the placement controller labels it (decision group 0), choosing `clusters`.
+pub async fn placement_deciding(client: &Client, namespace: &str, name: &str, clusters: &[&str]) {
+    self::namespace(client, namespace).await;
+    apply_json(
+        client,
+        "cluster.open-cluster-management.io/v1beta1",
+        "Placement",
+        Some(namespace),
+        json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+               "metadata": {"name": name, "namespace": namespace}, "spec": {}}),
+    )
+    .await;
+    let decision = format!("{name}-decision-1");
+    apply_json(
+        client,
+        "cluster.open-cluster-management.io/v1beta1",
+        "PlacementDecision",
+        Some(namespace),
+        json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "PlacementDecision",
+               "metadata": {"name": decision, "namespace": namespace,
+                            "labels": {"cluster.open-cluster-management.io/placement": name,
+                                       "cluster.open-cluster-management.io/decision-group-index": "0",
+                                       "cluster.open-cluster-management.io/decision-group-name": ""}}}),
+    )
+    .await;
+    let decisions: Vec<_> = clusters
+        .iter()
+        .map(|c| json!({"clusterName": c, "reason": ""}))
+        .collect();
+    Api::<flotilla_api::cluster::v1beta1::PlacementDecision>::namespaced(client.clone(), namespace)
+        .patch_status(
+            &decision,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"decisions": decisions}})),
+        )
+        .await
+        .expect("decisions");
+}
+
+/// Applies AddOnDeploymentConfig `namespace/name` with one customized variable `LOG_LEVEL`.
+pub async fn deployment_config(client: &Client, namespace: &str, name: &str, log_level: &str) {
+    apply_json(
+        client,
+        "addon.open-cluster-management.io/v1alpha1",
+        "AddOnDeploymentConfig",
+        Some(namespace),
+        json!({"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "AddOnDeploymentConfig",
+               "metadata": {"name": name, "namespace": namespace},
+               "spec": {"customizedVariables": [{"name": "LOG_LEVEL", "value": log_level}]}}),
+    )
+    .await;
+}
+
+/// Clusters whose stand-in agent reports their works as failing to apply.
+pub type Failing = std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>;
+
+/// Stands in for the work agents of every cluster whose name starts with `prefix`: watches
+/// the add-on works and reports each, at its generation, Applied and Available — or, for the
+/// clusters in `failing`, Applied and Available False. Runs until the test ends.
+pub fn spawn_agent(client: Client, prefix: &'static str, failing: Failing) {
+    use futures::TryStreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    tokio::spawn(async move {
+        let api: Api<ManifestWork> = Api::all(client.clone());
+        let config = watcher::Config::default().labels(flotilla_api::addon::consts::ADDON_NAME_LABEL);
+        let mut works = std::pin::pin!(watcher(api, config).applied_objects());
+        while let Ok(Some(work)) = works.try_next().await {
+            let namespace = work.namespace().unwrap_or_default();
+            if !namespace.starts_with(prefix) {
+                continue;
+            }
+            let fail = failing.lock().expect("failing set").contains(&namespace);
+            let status = if fail { "False" } else { "True" };
+            let generation = work.metadata.generation.unwrap_or_default();
+            let reported = work.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Applied" && c.status == status && c.observed_generation == Some(generation)
+                })
+            });
+            if reported {
+                continue;
+            }
+            let now = Time(Timestamp::now());
+            let condition = |type_: &str, reason: &str| {
+                json!({"type": type_, "status": status, "reason": reason, "message": "stand-in agent",
+                       "observedGeneration": generation, "lastTransitionTime": now})
+            };
+            let _ = Api::<ManifestWork>::namespaced(client.clone(), &namespace)
+                .patch_status(
+                    &work.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"conditions": [
+                        condition("Applied", if fail { "AppliedManifestWorkFailed" } else { "AppliedManifestWorkComplete" }),
+                        condition("Available", if fail { "ResourcesNotAvailable" } else { "ResourcesAvailable" }),
+                    ]}})),
+                )
+                .await;
+        }
+    });
+}

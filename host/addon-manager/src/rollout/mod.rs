@@ -1,0 +1,104 @@
+//! The rollout controller: per ClusterManagementAddOn, decides which ManagedClusterAddOns get
+//! their desired configs now (`status.configReferences` and `Configured`), following each
+//! install placement's rollout strategy through the shared rollout engine, and reports the
+//! progress in the CMA's `status.installProgressions` and `defaultconfigReferences`. The deploy
+//! controller renders an add-on only with the configs released here, so a config change (and
+//! a new add-on under a Progressive strategy) reaches the clusters batch by batch.
+//!
+//! ```text
+//!  ClusterManagementAddOn ─────────────────────────────┐
+//!  ManagedClusterAddOn (same name) ────────────────────┤
+//!  PlacementDecision, Placement (install strategy) ────┼─▶ reconcile(CMA)
+//!  AddOnDeploymentConfig (CMAs supporting the type) ───┘     requeued at the nearest
+//!                                                            progressDeadline / minSuccessTime
+//! ```
+
+mod reconcile;
+
+use std::sync::Arc;
+
+use flotilla_api::addon::v1alpha1::{AddOnDeploymentConfig, ClusterManagementAddOn, ManagedClusterAddOn};
+use flotilla_api::cluster::consts::PLACEMENT_LABEL;
+use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, ResourceExt};
+
+use crate::Options;
+use crate::configs::ADC_RESOURCE;
+
+/// What one reconcile needs.
+pub(crate) struct Context {
+    pub(crate) client: Client,
+    pub(crate) options: Options,
+}
+
+/// The CMAs in the store matching `keep`.
+fn select(
+    store: &Store<ClusterManagementAddOn>,
+    keep: impl Fn(&ClusterManagementAddOn) -> bool,
+) -> Vec<ObjectRef<ClusterManagementAddOn>> {
+    store
+        .state()
+        .iter()
+        .filter(|cma| keep(cma))
+        .map(|cma| ObjectRef::from_obj(cma.as_ref()))
+        .collect()
+}
+
+/// Whether `cma`'s install strategy names placement `namespace/name`.
+fn names_placement(cma: &ClusterManagementAddOn, namespace: &str, name: &str) -> bool {
+    cma.spec
+        .install_strategy
+        .placements
+        .iter()
+        .any(|p| p.placement.namespace == namespace && p.placement.name == name)
+}
+
+/// Runs the controller until dropped.
+pub(crate) async fn run(client: Client, options: Options) {
+    let controller = Controller::new(
+        Api::<ClusterManagementAddOn>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let (by_decision, by_placement, by_config) = (controller.store(), controller.store(), controller.store());
+    let controller = controller
+        .watches(
+            Api::<ManagedClusterAddOn>::all(client.clone()),
+            watcher::Config::default(),
+            |mca| Some(ObjectRef::<ClusterManagementAddOn>::new(&mca.name_any())),
+        )
+        .watches(
+            Api::<PlacementDecision>::all(client.clone()),
+            watcher::Config::default().labels(PLACEMENT_LABEL),
+            move |decision| {
+                let namespace = decision.namespace().unwrap_or_default();
+                match decision.labels().get(PLACEMENT_LABEL) {
+                    Some(placement) => select(&by_decision, |c| names_placement(c, &namespace, placement)),
+                    None => Vec::new(),
+                }
+            },
+        )
+        .watches(
+            Api::<Placement>::all(client.clone()),
+            watcher::Config::default(),
+            move |p| {
+                let (namespace, name) = (p.namespace().unwrap_or_default(), p.name_any());
+                select(&by_placement, |c| names_placement(c, &namespace, &name))
+            },
+        )
+        .watches(
+            Api::<AddOnDeploymentConfig>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| {
+                select(&by_config, |c| {
+                    c.spec
+                        .supported_configs
+                        .iter()
+                        .any(|s| s.group_resource.resource == ADC_RESOURCE)
+                })
+            },
+        );
+    let context = Arc::new(Context { client, options });
+    flotilla_kube::controller::run("addon-rollout", controller, reconcile::reconcile, context).await;
+}

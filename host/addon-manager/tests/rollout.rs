@@ -1,0 +1,374 @@
+//! Config rollouts of the add-on manager against a real control plane: a Progressive strategy
+//! releases a config change batch by batch (watched, never more than `maxConcurrency` add-ons
+//! in flight), a cluster that keeps failing past `progressDeadline` counts toward
+//! `maxFailures` and stops the rollout, and a Placement that does not exist is named in its
+//! install progression while the other placements roll out.
+//!
+//! The managed clusters' work agents are stood in for by [`support::spawn_agent`], which can
+//! fail chosen clusters; PlacementDecisions are written directly.
+
+#![allow(clippy::expect_used, reason = "tests fail loudly")]
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, InstallProgression, ManagedClusterAddOn};
+use flotilla_api::work::consts::CONFIG_SPEC_HASH_ANNOTATION;
+use flotilla_test_plugins as plugins;
+use flotilla_testing::wait;
+use futures::TryStreamExt;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use support::*;
+
+const ADC_GROUP: &str = "addon.open-cluster-management.io";
+const ADC_RESOURCE: &str = "addondeploymentconfigs";
+
+/// Sets the CMA's install strategy to one placement with `configs` and `rollout`.
+async fn install_through(client: &Client, addon: &str, placements: serde_json::Value) {
+    Api::<ClusterManagementAddOn>::all(client.clone())
+        .patch(
+            addon,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"installStrategy": {"type": "Placements", "placements": placements}}}),
+            ),
+        )
+        .await
+        .expect("install strategy");
+}
+
+/// Waits until the CMA's install progression of placement `name` satisfies `check`.
+async fn await_progression(
+    client: &Client,
+    addon: &str,
+    name: &str,
+    what: &str,
+    check: impl Fn(&InstallProgression) -> bool,
+) -> InstallProgression {
+    let api: Api<ClusterManagementAddOn> = Api::all(client.clone());
+    wait::until(what, TIMEOUT, || {
+        let api = api.clone();
+        let check = &check;
+        async move {
+            let cma = api.get(addon).await?;
+            Ok::<_, kube::Error>(
+                cma.status
+                    .into_iter()
+                    .flat_map(|s| s.install_progressions)
+                    .find(|p| p.placement.name == name && check(p)),
+            )
+        }
+    })
+    .await
+    .expect(what)
+}
+
+/// The `Progressing` condition of a progression: (status, reason, message).
+fn progressing(p: &InstallProgression) -> Option<(String, String, String)> {
+    p.conditions
+        .iter()
+        .find(|c| c.type_ == "Progressing")
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Whether the progression completed with `hash` as its last known good config.
+fn completed_with(p: &InstallProgression, hash: Option<&str>) -> bool {
+    progressing(p).is_some_and(|(_, reason, _)| reason == "Completed")
+        && p.config_references.iter().all(|r| {
+            let good = r.last_known_good_config.as_ref().map(|c| c.spec_hash.as_str());
+            good.is_some() && hash.is_none_or(|h| good == Some(h))
+        })
+}
+
+/// The desired spec hash of the progression's one config.
+fn desired_hash(p: &InstallProgression) -> String {
+    p.config_references[0]
+        .desired_config
+        .as_ref()
+        .map(|c| c.spec_hash.clone())
+        .expect("desired config")
+}
+
+/// Watches the ManagedClusterAddOns named `addon` and records the most that were in flight at
+/// once: released (a desired config in `configReferences`) and not yet applied
+/// (`lastAppliedConfig` differs). Every change is seen, in the order the API server made them.
+fn watch_in_flight(client: Client, addon: &'static str) -> Arc<AtomicUsize> {
+    let most = Arc::new(AtomicUsize::new(0));
+    let recorded = Arc::clone(&most);
+    tokio::spawn(async move {
+        let api: Api<ManagedClusterAddOn> = Api::all(client);
+        let config = watcher::Config::default().fields(&format!("metadata.name={addon}"));
+        let mut events = std::pin::pin!(watcher(api, config).applied_objects());
+        let mut in_flight: BTreeMap<String, bool> = BTreeMap::new();
+        while let Ok(Some(mca)) = events.try_next().await {
+            let flying = mca.status.as_ref().is_some_and(|s| {
+                s.config_references
+                    .iter()
+                    .any(|r| r.desired_config.is_some() && r.last_applied_config != r.desired_config)
+            });
+            in_flight.insert(mca.namespace().unwrap_or_default(), flying);
+            let now = in_flight.values().filter(|f| **f).count();
+            recorded.fetch_max(now, Ordering::SeqCst);
+        }
+    });
+    most
+}
+
+/// The config hash a cluster's deploy work was rendered with.
+async fn work_hash(client: &Client, cluster: &str, addon: &str) -> String {
+    let work = Api::<flotilla_api::work::v1::ManifestWork>::namespaced(client.clone(), cluster)
+        .get(&format!("addon-{addon}-deploy-0"))
+        .await
+        .expect("deploy work");
+    work.annotations()
+        .get(CONFIG_SPEC_HASH_ANNOTATION)
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progressive_rollout_never_has_more_than_max_concurrency_add_ons_in_flight() {
+    let client = client().await;
+    let addon = "hello-ro";
+    let clusters = ["ro-a1", "ro-a2", "ro-a3", "ro-a4", "ro-a5"];
+    register_plugin(&client, addon, plugins::HELLOWORLD_CONFIG).await;
+    await_cma(&client, addon).await;
+    for c in clusters {
+        cluster(&client, c).await;
+    }
+    spawn_agent(client.clone(), "ro-a", Failing::default());
+    placement_deciding(&client, "rollout-a", "pl", &clusters).await;
+    deployment_config(&client, "rollout-a", "tuning", "1").await;
+    let most = watch_in_flight(client.clone(), addon);
+    install_through(
+        &client,
+        addon,
+        json!([{"namespace": "rollout-a", "name": "pl",
+                "configs": [{"group": ADC_GROUP, "resource": ADC_RESOURCE, "namespace": "rollout-a", "name": "tuning"}],
+                "rolloutStrategy": {"type": "Progressive", "progressive": {"maxConcurrency": 2}}}]),
+    )
+    .await;
+    let first = await_progression(&client, addon, "pl", "first install completed", |p| {
+        completed_with(p, None)
+    })
+    .await;
+    let first_hash = desired_hash(&first);
+
+    deployment_config(&client, "rollout-a", "tuning", "2").await;
+    let second = await_progression(&client, addon, "pl", "config change completed", |p| {
+        desired_hash(p) != first_hash && completed_with(p, None)
+    })
+    .await;
+    let second_hash = desired_hash(&second);
+    assert_eq!(
+        second.config_references[0]
+            .last_applied_config
+            .as_ref()
+            .map(|c| c.spec_hash.clone()),
+        Some(second_hash.clone())
+    );
+    let (_, _, message) = progressing(&second).expect("Progressing");
+    assert!(
+        message.contains("selected clusters 5") && message.contains("5/5"),
+        "{message}"
+    );
+    for c in clusters {
+        assert!(
+            work_hash(&client, c, addon).await.contains(&second_hash),
+            "{c} runs the new config"
+        );
+    }
+    let most = most.load(Ordering::SeqCst);
+    println!("most add-ons in flight at once: {most}");
+    assert!(
+        (1..=2).contains(&most),
+        "never more than maxConcurrency (2) in flight, saw {most}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_failing_past_the_progress_deadline_count_toward_max_failures_and_stop_the_rollout() {
+    let client = client().await;
+    let addon = "hello-rf";
+    let clusters = ["ro-f1", "ro-f2", "ro-f3", "ro-f4"];
+    register_plugin(&client, addon, plugins::HELLOWORLD_CONFIG).await;
+    await_cma(&client, addon).await;
+    for c in clusters {
+        cluster(&client, c).await;
+    }
+    let failing = Failing::default();
+    spawn_agent(client.clone(), "ro-f", Arc::clone(&failing));
+    placement_deciding(&client, "rollout-f", "pl", &clusters).await;
+    deployment_config(&client, "rollout-f", "tuning", "1").await;
+    install_through(
+        &client,
+        addon,
+        json!([{"namespace": "rollout-f", "name": "pl",
+                "configs": [{"group": ADC_GROUP, "resource": ADC_RESOURCE, "namespace": "rollout-f", "name": "tuning"}],
+                "rolloutStrategy": {"type": "Progressive", "progressive": {
+                    "maxConcurrency": 2, "maxFailures": 0, "progressDeadline": "2s"}}}]),
+    )
+    .await;
+    let first = await_progression(&client, addon, "pl", "first install completed", |p| {
+        completed_with(p, None)
+    })
+    .await;
+    let first_hash = desired_hash(&first);
+
+    // The first batch (ro-f1, ro-f2 by name) fails; the change must stop there.
+    failing
+        .lock()
+        .expect("failing set")
+        .extend(["ro-f1".to_owned(), "ro-f2".to_owned()]);
+    deployment_config(&client, "rollout-f", "tuning", "2").await;
+    let stopped = await_progression(&client, addon, "pl", "both failing clusters time out", |p| {
+        progressing(p).is_some_and(|(_, _, m)| m.contains("2 timeout"))
+    })
+    .await;
+    let (status, reason, message) = progressing(&stopped).expect("Progressing");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "Progressing"),
+        "{message}"
+    );
+    assert_eq!(
+        stopped.config_references[0]
+            .last_known_good_config
+            .as_ref()
+            .map(|c| c.spec_hash.clone()),
+        Some(first_hash.clone()),
+        "the last known good config is still the first one"
+    );
+
+    let second_hash = desired_hash(&stopped);
+    assert_ne!(second_hash, first_hash);
+    for c in ["ro-f3", "ro-f4"] {
+        let mca = Api::<ManagedClusterAddOn>::namespaced(client.clone(), c)
+            .get(addon)
+            .await
+            .expect("add-on");
+        let status = mca.status.expect("status");
+        let released: BTreeSet<String> = status
+            .config_references
+            .iter()
+            .filter_map(|r| r.desired_config.as_ref().map(|d| d.spec_hash.clone()))
+            .collect();
+        assert_eq!(
+            released,
+            BTreeSet::from([first_hash.clone()]),
+            "{c} was not released the new config"
+        );
+        let configured = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Configured")
+            .expect("Configured");
+        assert_eq!(
+            (configured.status.as_str(), configured.reason.as_str()),
+            ("False", "ConfigurationsNotConfigured")
+        );
+        assert!(work_hash(&client, c, addon).await.contains(&first_hash));
+    }
+    for c in ["ro-f1", "ro-f2"] {
+        assert!(
+            work_hash(&client, c, addon).await.contains(&second_hash),
+            "{c} was released the new config"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placement_that_does_not_exist_is_named_in_its_progression_and_the_others_still_install() {
+    let client = client().await;
+    let addon = "hello-rm";
+    register_plugin(&client, addon, plugins::HELLOWORLD).await;
+    await_cma(&client, addon).await;
+    cluster(&client, "ro-m1").await;
+    placement_deciding(&client, "rollout-m", "pl", &["ro-m1"]).await;
+    install_through(
+        &client,
+        addon,
+        json!([{"namespace": "rollout-m", "name": "nowhere"}, {"namespace": "rollout-m", "name": "pl"}]),
+    )
+    .await;
+    let missing = await_progression(&client, addon, "nowhere", "missing placement reported", |p| {
+        progressing(p).is_some()
+    })
+    .await;
+    let (status, reason, message) = progressing(&missing).expect("Progressing");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "PlacementNotFound"));
+    assert!(message.contains("rollout-m/nowhere"), "{message}");
+    await_work(
+        &client,
+        "ro-m1",
+        &format!("addon-{addon}-deploy-0"),
+        "work of the existing placement",
+        |_| true,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_that_moves_to_another_placement_is_re_rendered_with_its_configs_and_loses_the_addon_when_no_placement_keeps_it()
+ {
+    let client = client().await;
+    let (addon, cluster_name) = ("hello-rd", "ro-d1");
+    register_plugin(&client, addon, plugins::HELLOWORLD_CONFIG).await;
+    await_cma(&client, addon).await;
+    cluster(&client, cluster_name).await;
+    placement_deciding(&client, "rollout-d", "pa", &[cluster_name]).await;
+    placement_deciding(&client, "rollout-d", "pb", &[]).await;
+    deployment_config(&client, "rollout-d", "cfg-a", "1").await;
+    deployment_config(&client, "rollout-d", "cfg-b", "2").await;
+    let with = |name: &str| json!([{"group": ADC_GROUP, "resource": ADC_RESOURCE, "namespace": "rollout-d", "name": name}]);
+    install_through(
+        &client,
+        addon,
+        json!([{"namespace": "rollout-d", "name": "pa", "configs": with("cfg-a")},
+               {"namespace": "rollout-d", "name": "pb", "configs": with("cfg-b")}]),
+    )
+    .await;
+    let work = format!("addon-{addon}-deploy-0");
+    let rendered_with = |name: &'static str| {
+        move |w: &flotilla_api::work::v1::ManifestWork| {
+            w.annotations().get(CONFIG_SPEC_HASH_ANNOTATION).is_some_and(|a| {
+                a.contains(&format!("rollout-d/{name}\""))
+                    && !a.contains(if name == "cfg-a" { "cfg-b" } else { "cfg-a" })
+            })
+        }
+    };
+    await_work(
+        &client,
+        cluster_name,
+        &work,
+        "work rendered with pa's config",
+        rendered_with("cfg-a"),
+    )
+    .await;
+
+    // pb, later in the install strategy, now also selects the cluster: its configs win.
+    placement_deciding(&client, "rollout-d", "pb", &[cluster_name]).await;
+    await_work(
+        &client,
+        cluster_name,
+        &work,
+        "work re-rendered with pb's config",
+        rendered_with("cfg-b"),
+    )
+    .await;
+
+    placement_deciding(&client, "rollout-d", "pa", &[]).await;
+    placement_deciding(&client, "rollout-d", "pb", &[]).await;
+    await_no_work(&client, cluster_name, &work).await;
+    let gone = Api::<ManagedClusterAddOn>::namespaced(client.clone(), cluster_name)
+        .get_opt(addon)
+        .await
+        .expect("read add-on");
+    assert!(gone.is_none(), "no placement keeps the add-on on the cluster");
+}

@@ -1,0 +1,377 @@
+//! Prints how the add-on manager scales; asserts nothing. On a fresh control plane with N
+//! registered clusters (ManagedClusters and namespaces written directly, no agents; default
+//! 1 000) and a Placement choosing all of them (PlacementDecisions written directly, 100 per
+//! decision as the placement controller writes them):
+//!
+//! - enabling one add-on (the helloworld-config plugin, registered from a ConfigMap) through the
+//!   Placement, rollout All: the time until every cluster has its ManifestWork, this process's
+//!   CPU seconds and resident memory, and the plugin's share of that CPU (the plugin host's own
+//!   call timings, `flotilla_plugin_call_duration_seconds_sum{hook="manifests"}`: wall time of
+//!   the calls, so on a busy machine with calls in flight side by side it can exceed the CPU
+//!   time, and the share is an upper bound);
+//! - in the same run, the time to create the same N ManifestWorks directly with the same kind of
+//!   client and the same concurrency as the manager's bound on plugin calls: the physical limit;
+//! - a config change (the add-on's AddOnDeploymentConfig) on all N clusters with rollout All:
+//!   the time until every work carries the new config hash;
+//! - four more add-ons on the same clusters: the time until all 5 × N works exist and the
+//!   resident memory.
+//!
+//! The plugin host and the add-on manager run in this process on a runtime of their own, as
+//! `flotilla hub` runs them; the CPU figure includes this process's own watches.
+//!
+//! `cargo run --release -p flotilla-tests --bin bench-addons -- [CLUSTERS]`
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use flotilla_api::work::consts::CONFIG_SPEC_HASH_ANNOTATION;
+use flotilla_api::work::v1::ManifestWork;
+use flotilla_testing::ControlPlane;
+use flotilla_wasm::{PluginRegistry, Runtime, RuntimeConfig};
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+
+/// Concurrency of the setup writes and of the direct work creation; also the add-on
+/// manager's bound on plugin calls in flight.
+const CONCURRENCY: usize = 16;
+/// Namespace of the Placement, the config and the plugin's ConfigMap.
+const NS: &str = "bench";
+/// Label naming an add-on's works.
+const ADDON_LABEL: &str = "open-cluster-management.io/addon-name";
+
+/// Server-side applies a JSON object of any kind.
+async fn apply(client: &Client, object: Value) -> anyhow::Result<()> {
+    let api_version = object["apiVersion"].as_str().unwrap_or("v1");
+    let kind = object["kind"].as_str().context("object has a kind")?;
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    let (resource, _) = kube::discovery::pinned_kind(client, &gvk).await?;
+    let name = object["metadata"]["name"].as_str().context("object has a name")?;
+    let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    api.patch(name, &PatchParams::apply("bench").force(), &Patch::Apply(&object))
+        .await
+        .with_context(|| format!("apply {kind} {name}"))?;
+    Ok(())
+}
+
+/// Cluster names.
+fn cluster_names(count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("bench-{i:05}")).collect()
+}
+
+/// Registers `names` as accepted clusters with their namespaces, and a Placement choosing them.
+async fn world(client: &Client, names: &[String]) -> anyhow::Result<()> {
+    apply(
+        client,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+    )
+    .await?;
+    futures::stream::iter(names)
+        .map(|name| async move {
+            apply(
+                client,
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+            )
+            .await?;
+            apply(
+                client,
+                json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+                       "metadata": {"name": name}, "spec": {"hubAcceptsClient": true}}),
+            )
+            .await
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
+    apply(
+        client,
+        json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+               "metadata": {"name": "all", "namespace": NS}, "spec": {}}),
+    )
+    .await?;
+    let decisions: Api<flotilla_api::cluster::v1beta1::PlacementDecision> =
+        Api::namespaced(client.clone(), NS);
+    for (index, chunk) in names.chunks(100).enumerate() {
+        let name = format!("all-decision-{}", index + 1);
+        apply(
+            client,
+            json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "PlacementDecision",
+                   "metadata": {"name": name, "namespace": NS, "labels": {
+                       "cluster.open-cluster-management.io/placement": "all",
+                       "cluster.open-cluster-management.io/decision-group-index": "0",
+                       "cluster.open-cluster-management.io/decision-group-name": ""}}}),
+        )
+        .await?;
+        let chosen: Vec<Value> = chunk
+            .iter()
+            .map(|c| json!({"clusterName": c, "reason": ""}))
+            .collect();
+        decisions
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"decisions": chosen}})),
+            )
+            .await?;
+    }
+    deployment_config(client, "1").await
+}
+
+/// The add-ons' AddOnDeploymentConfig, with LOG_LEVEL `level`.
+async fn deployment_config(client: &Client, level: &str) -> anyhow::Result<()> {
+    apply(
+        client,
+        json!({"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "AddOnDeploymentConfig",
+               "metadata": {"name": "tuning", "namespace": NS},
+               "spec": {"customizedVariables": [{"name": "LOG_LEVEL", "value": level}]}}),
+    )
+    .await
+}
+
+/// Registers plugin `name` from the helloworld-config component (ConfigMap `NS/plugin`).
+async fn register(client: &Client, name: &str) -> anyhow::Result<()> {
+    apply(
+        client,
+        json!({"apiVersion": "plugins.flotilla.dev/v1alpha1", "kind": "AddOnPlugin", "metadata": {"name": name},
+               "spec": {"source": {"configMap": {"namespace": NS, "name": "plugin", "key": "plugin.wasm"}}}}),
+    )
+    .await
+}
+
+/// Installs add-on `name` through the Placement with the config, rollout All, once its
+/// ClusterManagementAddOn exists.
+async fn install(client: &Client, name: &str) -> anyhow::Result<()> {
+    let api: Api<flotilla_api::addon::v1alpha1::ClusterManagementAddOn> = Api::all(client.clone());
+    while api.get_opt(name).await?.is_none() {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let strategy = json!({"spec": {"installStrategy": {"type": "Placements", "placements": [{
+        "namespace": NS, "name": "all", "rolloutStrategy": {"type": "All"},
+        "configs": [{"group": "addon.open-cluster-management.io", "resource": "addondeploymentconfigs",
+                     "namespace": NS, "name": "tuning"}]}]}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&strategy))
+        .await?;
+    Ok(())
+}
+
+/// Watches the deploy works of the add-ons matching `selector` until `done` holds for the
+/// config hash annotation of each (add-on, cluster) work seen so far.
+async fn await_works(
+    client: &Client,
+    selector: &str,
+    done: impl Fn(&BTreeMap<(String, String), String>) -> bool,
+) -> anyhow::Result<()> {
+    let api: Api<ManifestWork> = Api::all(client.clone());
+    let mut events =
+        std::pin::pin!(watcher(api, watcher::Config::default().labels(selector)).applied_objects());
+    let mut seen: BTreeMap<(String, String), String> = BTreeMap::new();
+    while let Some(work) = events.try_next().await? {
+        if !work.name_any().ends_with("-deploy-0") {
+            continue;
+        }
+        let addon = work.labels().get(ADDON_LABEL).cloned().unwrap_or_default();
+        let hash = work
+            .annotations()
+            .get(CONFIG_SPEC_HASH_ANNOTATION)
+            .cloned()
+            .unwrap_or_default();
+        seen.insert((addon, work.namespace().unwrap_or_default()), hash);
+        if done(&seen) {
+            return Ok(());
+        }
+    }
+    anyhow::bail!("the work watch ended")
+}
+
+/// Seconds spent in plugin `manifests()` calls so far, from the plugin host's metrics.
+fn plugin_seconds(registry: &PluginRegistry) -> f64 {
+    registry
+        .runtime()
+        .render_metrics()
+        .lines()
+        .filter(|l| {
+            l.starts_with("flotilla_plugin_call_duration_seconds_sum{") && l.contains("hook=\"manifests\"")
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// Runs the plugin host and the add-on manager on their own thread and runtime, as `flotilla
+/// hub` does, until the process ends.
+fn start_hub(kubeconfig: String, registry: Arc<PluginRegistry>) {
+    std::thread::spawn(move || {
+        let Ok(runtime) = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        runtime.block_on(async move {
+            let Ok(client) = flotilla_testing::kubeconfig::client_from_yaml(&kubeconfig).await else {
+                return;
+            };
+            let options = flotilla_addon_manager::Options {
+                max_concurrent_renders: CONCURRENCY,
+                ..Default::default()
+            };
+            futures::join!(
+                flotilla_wasm::controller::run(client.clone(), Arc::clone(&registry), Default::default()),
+                flotilla_addon_manager::run(client, registry, options),
+            );
+        });
+    });
+}
+
+/// A phase's figures: wall time, CPU seconds, plugin seconds, resident MiB.
+struct Usage {
+    started: Instant,
+    cpu: f64,
+    plugin: f64,
+}
+
+impl Usage {
+    fn start(registry: &PluginRegistry) -> Self {
+        Self {
+            started: Instant::now(),
+            cpu: flotilla_tests::process_usage(std::process::id()).0,
+            plugin: plugin_seconds(registry),
+        }
+    }
+
+    /// Prints the phase and returns its wall time.
+    fn report(&self, what: &str, registry: &PluginRegistry) -> Duration {
+        let elapsed = self.started.elapsed();
+        let (cpu, rss) = flotilla_tests::process_usage(std::process::id());
+        let (cpu, plugin) = (cpu - self.cpu, plugin_seconds(registry) - self.plugin);
+        println!(
+            "{what}: {:.2} s, hub CPU {cpu:.1} s, RSS {rss} MiB, plugin calls {plugin:.1} s wall ({:.0} % of hub CPU)",
+            elapsed.as_secs_f64(),
+            100.0 * plugin / cpu.max(f64::EPSILON)
+        );
+        elapsed
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let count: usize = std::env::args().nth(1).map_or(Ok(1000), |a| a.parse())?;
+    let cp = ControlPlane::start("bench-addons").await?;
+    let client = cp.admin_client().await?;
+    println!("== one add-on on {count} clusters");
+    let setup = Instant::now();
+    let names = cluster_names(count);
+    world(&client, &names).await?;
+    let component = std::fs::read(flotilla_test_plugins::HELLOWORLD_CONFIG).context("plugin was built")?;
+    let cm = k8s_openapi::api::core::v1::ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("plugin".into()),
+            ..Default::default()
+        },
+        binary_data: Some(BTreeMap::from([(
+            "plugin.wasm".to_owned(),
+            k8s_openapi::ByteString(component),
+        )])),
+        ..Default::default()
+    };
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &cm)
+        .await?;
+    println!("setup: {:.1} s", setup.elapsed().as_secs_f64());
+
+    let registry = Arc::new(PluginRegistry::new(Runtime::new(RuntimeConfig::default())?));
+    start_hub(
+        std::fs::read_to_string(cp.admin_kubeconfig())?,
+        Arc::clone(&registry),
+    );
+    register(&client, "hello-1").await?;
+    while registry.get("hello-1").is_none() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let usage = Usage::start(&registry);
+    install(&client, "hello-1").await?;
+    await_works(&client, &format!("{ADDON_LABEL}=hello-1"), |seen| {
+        seen.len() >= count
+    })
+    .await?;
+    let enabled = usage.report("enable through the Placement: every work exists", &registry);
+
+    // The physical limit: the same works, created directly, same concurrency.
+    let works: Vec<ManifestWork> = Api::<ManifestWork>::all(client.clone())
+        .list(&kube::api::ListParams::default().labels(&format!("{ADDON_LABEL}=hello-1")))
+        .await?
+        .items;
+    let started = Instant::now();
+    futures::stream::iter(works)
+        .map(|work| {
+            let client = client.clone();
+            async move {
+                let namespace = work.namespace().unwrap_or_default();
+                let mut copy = ManifestWork::new("bench-direct", work.spec);
+                copy.metadata.annotations = work.metadata.annotations;
+                Api::<ManifestWork>::namespaced(client, &namespace)
+                    .create(&PostParams::default(), &copy)
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let limit = started.elapsed();
+    println!(
+        "direct creation of the same {count} works: {:.2} s; add-on manager rate / direct rate = {:.0} %",
+        limit.as_secs_f64(),
+        100.0 * limit.as_secs_f64() / enabled.as_secs_f64().max(f64::EPSILON)
+    );
+
+    // A config change, rollout All.
+    let old = Api::<ManifestWork>::namespaced(client.clone(), &names[0])
+        .get("addon-hello-1-deploy-0")
+        .await?
+        .annotations()
+        .get(CONFIG_SPEC_HASH_ANNOTATION)
+        .cloned()
+        .unwrap_or_default();
+    let usage = Usage::start(&registry);
+    deployment_config(&client, "2").await?;
+    await_works(&client, &format!("{ADDON_LABEL}=hello-1"), |seen| {
+        seen.len() >= count && seen.values().all(|hash| !hash.is_empty() && *hash != old)
+    })
+    .await?;
+    let changed = usage.report("config change, rollout All: every work re-rendered", &registry);
+    println!(
+        "config change vs direct creation: {:.0} %",
+        100.0 * limit.as_secs_f64() / changed.as_secs_f64().max(f64::EPSILON)
+    );
+
+    // Five add-ons on the same clusters.
+    let usage = Usage::start(&registry);
+    let more = ["hello-2", "hello-3", "hello-4", "hello-5"];
+    for name in more {
+        register(&client, name).await?;
+    }
+    for name in more {
+        install(&client, name).await?;
+    }
+    await_works(
+        &client,
+        &format!("{ADDON_LABEL} in (hello-1,hello-2,hello-3,hello-4,hello-5)"),
+        |seen| seen.len() >= 5 * count,
+    )
+    .await?;
+    usage.report(
+        &format!("five add-ons on {count} clusters: every work exists"),
+        &registry,
+    );
+    Ok(())
+}
