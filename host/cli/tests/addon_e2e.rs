@@ -15,7 +15,9 @@ mod common;
 
 use std::{path::Path, time::Duration};
 
-use common::{Klusterlets, flotilla_at, hub_service_account, hub_token, join_local, ok, start_hub};
+use common::{
+    Klusterlets, flotilla_at, hub_service_account, hub_token, join_local, ok, pushed_digest, start_hub,
+};
 use flotilla_api::{addon::v1alpha1::ManagedClusterAddOn, work::v1::ManifestWork};
 use flotilla_core::conditions;
 use flotilla_test_plugins as plugins;
@@ -190,12 +192,7 @@ async fn helloworld_from_a_registry_installs_on_joined_clusters_follows_a_placem
         admin,
         &["plugin", "push", plugins::HELLOWORLD, &reference, "--insecure"],
     ));
-    let digest = pushed
-        .lines()
-        .find_map(|l| l.strip_prefix("digest:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap()
-        .to_owned();
+    let digest = pushed_digest(&pushed);
     ok(flotilla_at(
         state,
         admin,

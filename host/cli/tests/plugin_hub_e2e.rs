@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use common::{flotilla_at, hub_service_account, ok, start_hub};
+use common::{flotilla_at, hub_service_account, ok, pushed_digest, start_hub};
 
 use flotilla_api::plugins::v1alpha1::{
     AddOnPlugin, AddOnPluginSpec, AddOnPluginStatus, ConfigMapSource, OciSource, PluginSource,
@@ -107,12 +107,7 @@ async fn flotilla_hub_loads_plugins_from_a_config_map_and_a_registry_and_names_a
         ],
     ));
     assert!(pushed.contains("signed:") && pushed.contains(".sig"), "{pushed}");
-    let digest = pushed
-        .lines()
-        .find_map(|l| l.strip_prefix("digest:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap()
-        .to_owned();
+    let digest = pushed_digest(&pushed);
     assert!(digest.starts_with("sha256:"), "{pushed}");
 
     let client = hub.admin_client().await.unwrap();

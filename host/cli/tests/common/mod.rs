@@ -166,3 +166,13 @@ pub fn start_hub(kubeconfig: &Path, log: &Path, args: &[&str]) -> Running {
             .unwrap(),
     )
 }
+
+/// The digest `flotilla plugin push` printed (`digest: sha256:…`).
+pub fn pushed_digest(pushed: &str) -> String {
+    pushed
+        .lines()
+        .find_map(|l| l.strip_prefix("digest:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no digest in:\n{pushed}"))
+        .to_owned()
+}
