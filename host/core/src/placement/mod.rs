@@ -17,6 +17,7 @@ pub mod candidates;
 pub mod cel;
 pub mod decisions;
 pub mod groups;
+pub mod index;
 pub mod predicates;
 pub mod prioritizers;
 pub mod spread;
