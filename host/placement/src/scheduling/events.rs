@@ -1,109 +1,55 @@
 //! Placement Events, written off the scheduling path by one background writer.
 //!
-//! An Event is a courtesy to a person reading `kubectl describe`; a reconcile must neither wait
-//! for it nor fail with it. Like the event broadcaster of OCM's controllers (client-go's, which
-//! queues Events and writes them from one goroutine), a reconcile only queues its Events here;
-//! one writer publishes them through kube's [`Recorder`] (which turns a repeated Event into a
-//! series). Beyond that, a burst is coalesced: while an Event for the same object and reason
+//! An Event is a courtesy to a person reading `kubectl describe`; a pass must neither wait for
+//! it nor fail with it. Like the event broadcaster of OCM's controllers (client-go's, which
+//! queues Events and writes them from one goroutine), a pass only queues its Events; one writer
+//! publishes them through kube's [`Recorder`] (which turns a repeated Event into a series),
+//! when no pass runs (see [`super::background`]). While an Event for the same object and reason
 //! waits, a newer one replaces it, so a placement scheduled ten times in a second is reported
 //! once with its latest scores. At most [`MAX_PENDING`] Events wait; more are dropped and
 //! counted, so a storm cannot grow memory without bound.
-//!
-//! ```text
-//!  reconcile ──publish──▶ pending (object, reason) ─▶ latest Event ──one writer──▶ events.k8s.io
-//! ```
 
-use std::{
-    collections::{HashMap, VecDeque},
-    sync::{
-        Mutex,
-        atomic::{AtomicU64, Ordering},
-    },
-};
+use std::sync::atomic::Ordering;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, Recorder};
-use tokio::sync::Notify;
+
+use super::background::{Busy, Coalescing, MAX_DEFER};
 
 /// Most Events waiting to be written; the oldest are written first.
 pub(crate) const MAX_PENDING: usize = 10_000;
 
-/// Which pending Event a newer one replaces: the object's uid (or namespace/name) and the reason.
-type Key = (String, String);
+/// Events by the object's uid (or namespace/name) and reason.
+pub(crate) type EventQueue = Coalescing<(String, String), (ObjectReference, Event)>;
 
-/// Events waiting for the writer.
-#[derive(Default)]
-struct Pending {
-    /// Keys in the order their first Event arrived.
-    order: VecDeque<Key>,
-    /// The latest Event per key.
-    latest: HashMap<Key, (ObjectReference, Event)>,
+/// An empty Event queue.
+pub(crate) fn queue() -> EventQueue {
+    Coalescing::new(Some(MAX_PENDING))
 }
 
-/// The queue between reconciles and the Event writer.
-#[derive(Default)]
-pub(crate) struct EventQueue {
-    pending: Mutex<Pending>,
-    ready: Notify,
-    /// Events dropped because [`MAX_PENDING`] were waiting.
-    dropped: AtomicU64,
+/// Queues `event` about `reference`, replacing a waiting Event with the same reason.
+pub(crate) fn publish(queue: &EventQueue, reference: ObjectReference, event: Event) {
+    let object = reference.uid.clone().unwrap_or_else(|| {
+        format!(
+            "{}/{}",
+            reference.namespace.as_deref().unwrap_or_default(),
+            reference.name.as_deref().unwrap_or_default()
+        )
+    });
+    queue.publish((object, event.reason.clone()), (reference, event));
 }
 
-impl EventQueue {
-    /// Queues `event` about `reference`, replacing a waiting Event with the same reason.
-    pub(crate) fn publish(&self, reference: ObjectReference, event: Event) {
-        let object = reference.uid.clone().unwrap_or_else(|| {
-            format!(
-                "{}/{}",
-                reference.namespace.as_deref().unwrap_or_default(),
-                reference.name.as_deref().unwrap_or_default()
-            )
-        });
-        let key = (object, event.reason.clone());
-        let mut pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(waiting) = pending.latest.get_mut(&key) {
-            *waiting = (reference, event);
-            return;
+/// Writes queued Events one at a time until dropped.
+pub(crate) async fn write(queue: &EventQueue, busy: &Busy, recorder: Recorder) {
+    loop {
+        let (_, (reference, event)) = queue.next(busy, MAX_DEFER).await;
+        // Failing to record an Event must not fail or repeat anything else.
+        if let Err(error) = recorder.publish(&event, &reference).await {
+            tracing::debug!(%error, "cannot record placement event");
         }
-        if pending.order.len() >= MAX_PENDING {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        pending.order.push_back(key.clone());
-        pending.latest.insert(key, (reference, event));
-        drop(pending);
-        self.ready.notify_one();
-    }
-
-    /// The oldest waiting Event, if any.
-    fn pop(&self) -> Option<(ObjectReference, Event)> {
-        let mut pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let key = pending.order.pop_front()?;
-        pending.latest.remove(&key)
-    }
-
-    /// Writes queued Events one at a time until dropped.
-    pub(crate) async fn run(&self, recorder: Recorder) {
-        loop {
-            let Some((reference, event)) = self.pop() else {
-                // A publish between the failed pop and this wait left a permit: no Event is lost.
-                self.ready.notified().await;
-                continue;
-            };
-            // Failing to record an Event must not fail or repeat anything else.
-            if let Err(error) = recorder.publish(&event, &reference).await {
-                tracing::debug!(%error, "cannot record placement event");
-            }
-            let dropped = self.dropped.swap(0, Ordering::Relaxed);
-            if dropped > 0 {
-                tracing::warn!(dropped, "placement events dropped: too many waiting");
-            }
+        let dropped = queue.dropped.swap(0, Ordering::Relaxed);
+        if dropped > 0 {
+            tracing::warn!(dropped, "placement events dropped: too many waiting");
         }
     }
 }
@@ -131,22 +77,19 @@ mod tests {
         }
     }
 
-    fn drain(queue: &EventQueue) -> Vec<(String, String, String)> {
-        std::iter::from_fn(|| queue.pop())
-            .map(|(r, e)| (r.uid.unwrap_or_default(), e.reason, e.note.unwrap_or_default()))
-            .collect()
-    }
-
     #[test]
     fn a_newer_event_for_the_same_object_and_reason_replaces_the_waiting_one_in_its_place() {
-        let queue = EventQueue::default();
-        queue.publish(reference("p"), event("ScoreUpdate", "a:1"));
-        queue.publish(reference("q"), event("ScoreUpdate", "b:1"));
-        queue.publish(reference("p"), event("DecisionUpdate", "updated"));
-        queue.publish(reference("p"), event("ScoreUpdate", "a:2"));
+        let queue = queue();
+        publish(&queue, reference("p"), event("ScoreUpdate", "a:1"));
+        publish(&queue, reference("q"), event("ScoreUpdate", "b:1"));
+        publish(&queue, reference("p"), event("DecisionUpdate", "updated"));
+        publish(&queue, reference("p"), event("ScoreUpdate", "a:2"));
+        let drained: Vec<(String, String, String)> = std::iter::from_fn(|| queue.pop())
+            .map(|(_, (r, e))| (r.uid.unwrap_or_default(), e.reason, e.note.unwrap_or_default()))
+            .collect();
         let row = |u: &str, r: &str, n: &str| (u.to_owned(), r.to_owned(), n.to_owned());
         assert_eq!(
-            drain(&queue),
+            drained,
             [
                 row("p", "ScoreUpdate", "a:2"),
                 row("q", "ScoreUpdate", "b:1"),
@@ -157,11 +100,11 @@ mod tests {
 
     #[test]
     fn events_beyond_the_limit_are_dropped_and_counted() {
-        let queue = EventQueue::default();
+        let queue = queue();
         for i in 0..=MAX_PENDING {
-            queue.publish(reference(&i.to_string()), event("ScoreUpdate", ""));
+            publish(&queue, reference(&i.to_string()), event("ScoreUpdate", ""));
         }
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 1);
-        assert_eq!(drain(&queue).len(), MAX_PENDING);
+        assert_eq!(std::iter::from_fn(|| queue.pop()).count(), MAX_PENDING);
     }
 }

@@ -20,11 +20,15 @@
 //! controller's own writes never schedule a placement again: the Placement watch ignores
 //! status-only changes, and a PlacementDecision event that shows what this controller wrote is
 //! dropped. (With Balance, a pass after each own write would chase the other placements'
-//! latest decisions and rewrite them, over and over.) Events go through a queue with one
-//! writer (see [`events`]) so that no reconcile waits for them.
+//! latest decisions and rewrite them, over and over.) A pass writes its PlacementDecisions
+//! itself; the Placement status and the Events are queued for background writers that run
+//! while no pass does (see [`background`]), so that a burst of passes gets the apiserver to
+//! itself.
 
+mod background;
 mod events;
 mod reconcile;
+mod status;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -61,7 +65,9 @@ use kube::{
 use serde::de::DeserializeOwned;
 
 use crate::PlacementOptions;
+use background::Busy;
 use events::EventQueue;
+use status::StatusQueue;
 
 /// Scheduling passes run by this process (all placements), for benchmarks and diagnostics.
 pub(crate) static SCHEDULED: AtomicU64 = AtomicU64::new(0);
@@ -96,6 +102,10 @@ pub(crate) struct Context {
     /// leave it in (after create, after the status patch). The watch event of an own write
     /// must not schedule the placement again.
     pub(crate) written: Mutex<HashMap<String, Vec<DecisionState>>>,
+    /// Passes running now; the background writers wait while any is.
+    pub(crate) busy: Busy,
+    /// Placement statuses waiting for their writers.
+    pub(crate) statuses: StatusQueue,
     /// Events waiting for their writer.
     pub(crate) events: EventQueue,
 }
@@ -460,7 +470,9 @@ pub(crate) async fn run(client: Client, options: PlacementOptions) {
         score_table: Mutex::new(None),
         membership: Mutex::new(HashMap::new()),
         written: Mutex::new(HashMap::new()),
-        events: EventQueue::default(),
+        busy: Busy::default(),
+        statuses: StatusQueue::new(None),
+        events: events::queue(),
     });
 
     // Objects seen while (re)listing trigger nothing: every placement gets a first reconcile
@@ -536,10 +548,13 @@ pub(crate) async fn run(client: Client, options: PlacementOptions) {
     ];
     let trigger = futures::stream::select_all(triggers).flat_map(futures::stream::iter);
     let controller = controller.reconcile_on(trigger);
-    let events = Arc::clone(&context);
-    // The Event writer never finishes; it stops with the controller.
+    let writers = Arc::clone(&context);
+    let status_writers =
+        futures::future::join_all((0..writers.options.concurrency.max(1)).map(|_| status::write(&writers)));
+    // The background writers never finish; they stop with the controller.
     tokio::select! {
         () = flotilla_kube::controller::run("placement", controller, reconcile::reconcile, context) => {}
-        () = events.events.run(recorder) => {}
+        _ = status_writers => {}
+        () = events::write(&writers.events, &writers.busy, recorder) => {}
     }
 }

@@ -49,6 +49,7 @@ pub(super) async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> R
     {
         return Ok(Action::await_change());
     }
+    let _pass = ctx.busy.enter();
     super::SCHEDULED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let namespace = placement.namespace().unwrap_or_default();
     let name = placement.name_any();
@@ -129,16 +130,12 @@ pub(super) async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> R
         }
     }
 
-    let mut status = placement.status.clone().unwrap_or_default();
-    let desired = desired_status(&status, &outcome, group_status, now);
-    status = desired;
-    let placements: Api<Placement> = Api::namespaced(ctx.client.clone(), &namespace);
-    flotilla_kube::status::patch_if_changed(&placements, &placement, placement.status.as_ref(), &status)
-        .await
-        .map_err(|source| Error::PatchStatus {
-            name: format!("{namespace}/{name}"),
-            source,
-        })?;
+    // The status follows from a background writer, after these decisions (see `background`).
+    // Queued even when the cache shows it already: it replaces any older status still waiting.
+    let current = placement.status.clone().unwrap_or_default();
+    let desired = desired_status(&current, &outcome, group_status, now);
+    ctx.statuses
+        .publish(ObjectRef::from_obj(placement.as_ref()), desired);
 
     if changed {
         record_scores(&ctx, &placement, &outcome);
@@ -264,7 +261,8 @@ pub(crate) fn score_message(outcome: &Schedule) -> String {
 /// Queues the `DecisionUpdate` and `ScoreUpdate` Events of a pass that changed decisions.
 fn record_scores(ctx: &Context, placement: &Placement, outcome: &Schedule) {
     let reference = placement.object_ref(&());
-    ctx.events.publish(
+    super::events::publish(
+        &ctx.events,
         reference.clone(),
         Event {
             type_: if outcome.warnings.is_empty() {
@@ -288,7 +286,8 @@ fn record_scores(ctx: &Context, placement: &Placement, outcome: &Schedule) {
     );
     let message = score_message(outcome);
     if !message.is_empty() {
-        ctx.events.publish(
+        super::events::publish(
+            &ctx.events,
             reference,
             Event {
                 type_: EventType::Normal,
