@@ -268,6 +268,8 @@ async fn quiet(client: &Client, passes: Option<&AtomicU64>) -> anyhow::Result<In
 struct Child {
     process: KillOnDrop,
     passes: Arc<AtomicU64>,
+    /// Milliseconds from the start until the first pass was reported (ours only; 0 before).
+    first_pass_ms: Arc<AtomicU64>,
 }
 
 /// Starts our controller as a child: this binary's `controller` command.
@@ -279,19 +281,25 @@ fn start_ours(kubeconfig: &std::path::Path) -> anyhow::Result<Child> {
         .stderr(Stdio::inherit())
         .spawn()
         .context("start the placement controller")?;
+    let started = Instant::now();
     let passes = Arc::new(AtomicU64::new(0));
+    let first_pass_ms = Arc::new(AtomicU64::new(0));
     let stdout = child.stdout.take().context("controller stdout")?;
-    let seen = Arc::clone(&passes);
+    let (seen, first) = (Arc::clone(&passes), Arc::clone(&first_pass_ms));
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(n) = line.strip_prefix("passes ").and_then(|n| n.parse().ok()) {
-                seen.store(n, Ordering::Relaxed);
+            if let Some(n) = line.strip_prefix("passes ").and_then(|n| n.parse().ok())
+                && seen.swap(n, Ordering::Relaxed) == 0
+            {
+                let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                first.store(ms, Ordering::Relaxed);
             }
         }
     });
     Ok(Child {
         process: KillOnDrop(child),
         passes,
+        first_pass_ms,
     })
 }
 
@@ -322,6 +330,7 @@ fn start_ocm(
     Ok(Child {
         process: KillOnDrop(child),
         passes: Arc::new(AtomicU64::new(0)),
+        first_pass_ms: Arc::new(AtomicU64::new(0)),
     })
 }
 
@@ -354,6 +363,12 @@ async fn measure(
         elapsed.as_secs_f64(),
     );
     let passes = (who == "flotilla").then_some(child.passes.as_ref());
+    if passes.is_some() {
+        println!(
+            "  {who}: first scheduling pass reported after {:.2} s (caches listed)",
+            child.first_pass_ms.load(Ordering::Relaxed) as f64 / 1000.0
+        );
+    }
     let last = quiet(client, passes).await?;
     let (cpu_quiet, peak_quiet) = usage(pid);
     println!(
