@@ -356,6 +356,13 @@ enum Change<K> {
     Deleted(Arc<K>),
 }
 
+/// How the caches list: from the apiserver's watch cache (`resourceVersion=0`), as client-go
+/// informers do, not with a quorum read from etcd page by page. A cache may start a moment
+/// behind; the watch that follows brings it up to date.
+fn list_config() -> watcher::Config {
+    watcher::Config::default().any_semantic()
+}
+
 /// A reflector over every `K` whose objects lose their managedFields, marking `ready` once
 /// the first list is in, and yielding each change.
 fn reflect<K>(
@@ -366,7 +373,7 @@ fn reflect<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+    watcher(Api::<K>::all(client.clone()), list_config())
         .default_backoff()
         .modify(|object| object.managed_fields_mut().clear())
         .reflect(writer)
@@ -407,7 +414,7 @@ fn placement_triggers(
     writer: reflector::store::Writer<Placement>,
     compiled: Arc<CompiledCache>,
 ) -> impl Stream<Item = Result<Placement, watcher::Error>> + Send + 'static {
-    watcher(Api::<Placement>::all(client.clone()), watcher::Config::default())
+    watcher(Api::<Placement>::all(client.clone()), list_config())
         .default_backoff()
         .modify(|object| object.managed_fields_mut().clear())
         .reflect(writer)
