@@ -1,6 +1,6 @@
 //! Errors of the placement controller, named by the operation that failed. Every variant is
 //! retryable: the shared error policy requeues the placement and the next reconcile starts
-//! from fresh caches.
+//! from fresh caches. (Status writes fail outside a reconcile: their writer retries them.)
 
 /// A failed step of a placement reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -33,15 +33,6 @@ pub enum Error {
         /// The client error.
         #[source]
         source: kube::Error,
-    },
-    /// Writing the Placement status failed.
-    #[error("write status of Placement {name}: {source}")]
-    PatchStatus {
-        /// `namespace/name`.
-        name: String,
-        /// The underlying error.
-        #[source]
-        source: flotilla_kube::Error,
     },
 }
 

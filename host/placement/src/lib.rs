@@ -22,7 +22,7 @@ pub struct PlacementOptions {
     pub resync: Duration,
     /// How long a burst of events for one placement is gathered into one reconcile.
     pub debounce: Duration,
-    /// Reconciles running at once.
+    /// Reconciles running at once; as many Placement status writers run once they pause.
     pub concurrency: u16,
 }
 

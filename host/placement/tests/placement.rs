@@ -23,6 +23,7 @@ use flotilla_placement::PlacementOptions;
 use flotilla_testing::{ControlPlane, wait};
 use k8s_openapi::{
     api::core::v1::Namespace,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     apimachinery::pkg::apis::meta::v1::Condition,
     jiff::{SignedDuration, Timestamp},
 };
@@ -521,28 +522,197 @@ async fn bad_placements_are_reported_and_do_not_stop_good_ones() {
         "NoManagedClusterSetBindings",
     )
     .await;
+}
 
-    // Weights out of range and percentages over 100 % are refused by the apiserver outright.
-    let api = Api::<Placement>::namespaced(client.clone(), "bad");
-    for (name, spec) in [
-        (
-            "heavy",
-            json!({"prioritizerPolicy": {"configurations": [{"scoreCoordinate": {"type": "BuiltIn", "builtIn": "Steady"}, "weight": 11}]}}),
-        ),
+/// The Placement CRD, for tests that change its schema for a moment.
+fn placement_crds(client: &Client) -> Api<CustomResourceDefinition> {
+    Api::all(client.clone())
+}
+
+const PLACEMENT_CRD: &str = "placements.cluster.open-cluster-management.io";
+
+/// The schema node of `path` (property names) under the Placement spec, in a CRD as JSON.
+fn spec_property<'a>(crd: &'a mut Value, path: &[&str]) -> &'a mut Value {
+    let mut node = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    for step in path {
+        node = if *step == "[]" {
+            &mut node["items"]
+        } else {
+            &mut node["properties"][*step]
+        };
+    }
+    node
+}
+
+const WEIGHT: [&str; 4] = ["prioritizerPolicy", "configurations", "[]", "weight"];
+const PER_GROUP: [&str; 3] = ["decisionStrategy", "groupStrategy", "clustersPerDecisionGroup"];
+
+#[tokio::test]
+async fn weights_out_of_range_and_percentages_over_100_are_refused_or_reported_as_misconfigured() {
+    // One test, not two: the CRD is loosened for a moment below, and a refusal checked at the
+    // same time would not happen.
+    let client = hub().await;
+    world(&client, "bounds", "bounds-set").await;
+    cluster(&client, "bounds-a", "bounds-set", json!({}), json!([]), json!([])).await;
+    let weight = |w: i32| {
+        json!({"prioritizerPolicy": {"configurations": [
+            {"scoreCoordinate": {"type": "BuiltIn", "builtIn": "Steady"}, "weight": w}]}})
+    };
+    let per_group =
+        |v: Value| json!({"decisionStrategy": {"groupStrategy": {"clustersPerDecisionGroup": v}}});
+    let api = Api::<Placement>::namespaced(client.clone(), "bounds");
+    let object = |name: &str, spec: &Value| -> Placement {
+        serde_json::from_value(json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1",
+            "kind": "Placement", "metadata": {"name": name, "namespace": "bounds"}, "spec": spec}))
+        .unwrap()
+    };
+
+    // The apiserver refuses them with a message naming the field and its bound.
+    let weight_field = "spec.prioritizerPolicy.configurations[0].weight";
+    let per_group_field = "spec.decisionStrategy.groupStrategy.clustersPerDecisionGroup";
+    for (name, spec, field, bound) in [
+        ("heavy", weight(11), weight_field, "less than or equal to 10"),
+        ("light", weight(-11), weight_field, "greater than or equal to -10"),
         (
             "oversized",
-            json!({"decisionStrategy": {"groupStrategy": {"clustersPerDecisionGroup": "150%"}}}),
+            per_group(json!("150%")),
+            per_group_field,
+            "should match",
+        ),
+        (
+            "fractional",
+            per_group(json!("12.5%")),
+            per_group_field,
+            "should match",
         ),
     ] {
-        let object: Placement =
-            serde_json::from_value(json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1",
-            "kind": "Placement", "metadata": {"name": name, "namespace": "bad"}, "spec": spec}))
-            .unwrap();
-        match api.create(&PostParams::default(), &object).await {
-            Err(kube::Error::Api(status)) => assert_eq!(status.code, 422, "{name}: {status:?}"),
+        match api.create(&PostParams::default(), &object(name, &spec)).await {
+            Err(kube::Error::Api(status)) => {
+                assert_eq!(status.code, 422, "{name}: {status:?}");
+                assert!(
+                    status.message.contains(field) && status.message.contains(bound),
+                    "{name}: {}",
+                    status.message
+                );
+            }
             other => panic!("{name}: expected a refusal, got {other:?}"),
         }
     }
+
+    // What the schema lets through reaches the controller, which answers as OCM does: a count
+    // written as a string is no percentage (Misconfigured); a count below one means one group.
+    placement(&client, "bounds", "string-count", per_group(json!("2"))).await;
+    placement(&client, "bounds", "zero-count", per_group(json!(0))).await;
+    placement(&client, "bounds", "negative-count", per_group(json!(-2))).await;
+    let p = wait_condition(
+        &client,
+        "bounds",
+        "string-count",
+        "PlacementMisconfigured",
+        "True",
+        "Misconfigured",
+    )
+    .await;
+    let message = &condition(&p, "PlacementMisconfigured").unwrap().message;
+    assert!(message.contains("clustersPerDecisionGroup"), "{message}");
+    for name in ["zero-count", "negative-count"] {
+        let p = wait_condition(
+            &client,
+            "bounds",
+            name,
+            "PlacementMisconfigured",
+            "False",
+            "Succeedconfigured",
+        )
+        .await;
+        let groups = p.status.unwrap().decision_groups.unwrap();
+        assert_eq!(groups.len(), 1, "{name}: {groups:?}");
+        assert_eq!(groups[0].clusters_count, 1, "{name}: {groups:?}");
+    }
+
+    // Placements stored before the CRD had these bounds (a CRD upgrade keeps them) do reach
+    // the controller: loosen the schema, store them, restore it.
+    let crds = placement_crds(&client);
+    let original = serde_json::to_value(crds.get(PLACEMENT_CRD).await.unwrap()).unwrap();
+    let mut loose = original.clone();
+    let weight_schema = spec_property(&mut loose, &WEIGHT).as_object_mut().unwrap();
+    weight_schema.remove("minimum");
+    weight_schema.remove("maximum");
+    spec_property(&mut loose, &PER_GROUP)
+        .as_object_mut()
+        .unwrap()
+        .remove("pattern");
+    let replace = |crd: Value| {
+        let crds = crds.clone();
+        async move {
+            let crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
+            crds.replace(PLACEMENT_CRD, &PostParams::default(), &crd).await
+        }
+    };
+    replace(loose).await.unwrap();
+    // A schema change takes effect a moment later; until then the old bounds still refuse.
+    for (name, spec) in [
+        ("legacy-heavy", weight(11)),
+        ("legacy-oversized", per_group(json!("150%"))),
+    ] {
+        wait::until(&format!("{name} stored"), TIMEOUT, || {
+            let (api, object) = (api.clone(), object(name, &spec));
+            async move {
+                match api.create(&PostParams::default(), &object).await {
+                    Ok(_) => Ok(Some(())),
+                    Err(kube::Error::Api(status)) if status.code == 422 => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+        })
+        .await
+        .unwrap();
+    }
+    let mut restored = serde_json::to_value(crds.get(PLACEMENT_CRD).await.unwrap()).unwrap();
+    restored["spec"] = original["spec"].clone();
+    replace(restored).await.unwrap();
+
+    // As in OCM, a bad weight stops scoring (nothing is selected), while bad group settings
+    // leave the selection standing: only the decision groups are refused.
+    for (name, words, satisfied) in [
+        ("legacy-heavy", "weight 11", "False"),
+        ("legacy-oversized", "150%", "True"),
+    ] {
+        let p = wait_condition(
+            &client,
+            "bounds",
+            name,
+            "PlacementMisconfigured",
+            "True",
+            "Misconfigured",
+        )
+        .await;
+        let message = &condition(&p, "PlacementMisconfigured").unwrap().message;
+        assert!(message.contains(words), "{name}: {message}");
+        assert_eq!(
+            condition(&p, "PlacementSatisfied").unwrap().status,
+            satisfied,
+            "{name}"
+        );
+    }
+    // The restored CRD refuses them again (once the change takes effect).
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait::until("the restored bounds refuse again", TIMEOUT, || {
+        let (api, object, dry_run) = (api.clone(), object("late-heavy", &weight(11)), dry_run.clone());
+        async move {
+            match api.create(&dry_run, &object).await {
+                Err(kube::Error::Api(status)) if status.code == 422 => Ok(Some(())),
+                Ok(_) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    })
+    .await
+    .unwrap();
+    wait_decided(&client, "bounds", "zero-count", &["bounds-a"]).await;
 }
 
 #[tokio::test]

@@ -17,6 +17,7 @@ pub mod candidates;
 pub mod cel;
 pub mod decisions;
 pub mod groups;
+pub mod index;
 pub mod predicates;
 pub mod prioritizers;
 pub mod spread;
@@ -233,13 +234,16 @@ fn filter_and_score(
     let scoring = prioritizers::score(&weights, &feasible, inputs);
     warnings.extend(scoring.warnings);
     *requeue_at = earliest(*requeue_at, scoring.next_expiry);
-    let mut ranked: Vec<&ManagedCluster> = feasible;
-    ranked.sort_by(|a, b| {
-        let (na, nb) = (name_of(&a.metadata), name_of(&b.metadata));
-        scoring.totals[nb]
-            .cmp(&scoring.totals[na])
-            .then_with(|| na.cmp(nb))
-    });
+    // Score descending, then name; each total is looked up once, not once per comparison.
+    let mut keyed: Vec<(i64, &str, &ManagedCluster)> = feasible
+        .iter()
+        .map(|c| {
+            let name = name_of(&c.metadata);
+            (scoring.totals.get(name).copied().unwrap_or_default(), name, *c)
+        })
+        .collect();
+    keyed.sort_by(|(sa, na, _), (sb, nb, _)| sb.cmp(sa).then_with(|| na.cmp(nb)));
+    let ranked: Vec<&ManagedCluster> = keyed.into_iter().map(|(_, _, c)| c).collect();
     let picked = spread::select(
         &ranked,
         spec.number_of_clusters,

@@ -166,8 +166,12 @@ pub fn score(weights: &[(Prioritizer, i32)], clusters: &[&ManagedCluster], input
                 scores
             }
         };
-        for (name, value) in scores {
-            if let Some(total) = scoring.totals.get_mut(&name) {
+        // Both maps are sorted by name: one merge pass adds the scores, where a lookup per
+        // cluster would cost a string search each (this runs for every cluster of every pass).
+        let mut scores = scores.into_iter().peekable();
+        for (name, total) in &mut scoring.totals {
+            while scores.next_if(|(n, _)| n < name).is_some() {}
+            if let Some((_, value)) = scores.next_if(|(n, _)| n == name) {
                 *total += value * i64::from(*weight);
             }
         }

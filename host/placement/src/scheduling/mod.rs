@@ -9,17 +9,30 @@
 //!                                                                       the sets ▶ placements there
 //!                                                                       whose clusterSets allow it
 //!  ManagedClusterSetBinding in ns ────────────────────────────────────▶ every placement in ns
-//!  PlacementDecision ─────────────────────────────────────────────────▶ its placement (label)
-//!  Placement ─────────────────────────────────────────────────────────▶ itself
+//!  PlacementDecision ─────────────▶ DecisionIndex (own decisions, ────▶ its placement (label), unless
+//!                                   Balance counts)                     the event echoes an own write
+//!  Placement ─────────────────────────────────────────────────────────▶ itself, when its generation or
+//!                                                                       scheduling annotation changed
 //! ```
 //!
 //! Events for one placement are coalesced by the controller's debounce; a placement is
-//! requeued at its next toleration or score expiry, and after `resync` otherwise.
+//! requeued at its next toleration or score expiry, and after `resync` otherwise. The
+//! controller's own writes never schedule a placement again: the Placement watch ignores
+//! status-only changes, and a PlacementDecision event that shows what this controller wrote is
+//! dropped. (With Balance, a pass after each own write would chase the other placements'
+//! latest decisions and rewrite them, over and over.) A pass writes its PlacementDecisions
+//! itself; the Placement status and the Events are queued for background writers that run
+//! while no pass does (see [`background`]), so that a burst of passes gets the apiserver to
+//! itself.
 
+mod background;
+mod events;
 mod reconcile;
+mod status;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
+    hash::{DefaultHasher, Hash, Hasher},
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -27,18 +40,22 @@ use std::{
 };
 
 use flotilla_api::cluster::{
-    consts::PLACEMENT_LABEL,
+    consts::{PLACEMENT_DISABLE_ANNOTATION, PLACEMENT_LABEL},
     v1::ManagedCluster,
     v1alpha1::AddOnPlacementScore,
     v1beta1::{Placement, PlacementDecision},
     v1beta2::{ManagedClusterSet, ManagedClusterSetBinding},
 };
-use flotilla_core::placement::{Compiled, name_of};
+use flotilla_core::placement::{
+    Compiled, ScoreTable,
+    index::{DecisionIndex, Entry},
+    name_of,
+};
 use futures::{Stream, StreamExt, stream::BoxStream};
 use kube::{
     Api, Client, Resource, ResourceExt,
     runtime::{
-        Controller, WatchStreamExt,
+        Controller, PredicateConfig, WatchStreamExt,
         controller::Config,
         events::{Recorder, Reporter},
         reflector::{self, ObjectRef, Store},
@@ -48,12 +65,15 @@ use kube::{
 use serde::de::DeserializeOwned;
 
 use crate::PlacementOptions;
+use background::Busy;
+use events::EventQueue;
+use status::StatusQueue;
 
 /// Scheduling passes run by this process (all placements), for benchmarks and diagnostics.
 pub(crate) static SCHEDULED: AtomicU64 = AtomicU64::new(0);
 
-/// Decisions per cluster name.
-type DecisionCounts = Arc<BTreeMap<String, i64>>;
+/// Compiled predicates per placement uid, with the generation they were compiled from.
+type CompiledCache = Mutex<HashMap<String, (i64, Arc<Compiled>)>>;
 
 /// Caches, indexes and clients one reconcile reads.
 pub(crate) struct Context {
@@ -67,20 +87,27 @@ pub(crate) struct Context {
     pub(crate) decisions: Store<PlacementDecision>,
     /// One flag per cache above except placements, true once it holds its first full list.
     ready: [Arc<AtomicBool>; 5],
-    /// Compiled predicates per placement, keyed by uid and generation.
-    compiled: Mutex<HashMap<String, (i64, Arc<Compiled>)>>,
-    /// Bumped on every PlacementDecision event; the decision counts below follow it.
-    decisions_version: Arc<AtomicU64>,
-    /// Decisions per cluster over all placements, at a `decisions_version`.
-    counts: Mutex<Option<(u64, DecisionCounts)>>,
+    /// Compiled predicates per placement.
+    compiled: Arc<CompiledCache>,
+    /// PlacementDecisions by placement and the per-cluster counts Balance reads; follows the
+    /// decisions cache event by event.
+    pub(crate) decision_index: Mutex<DecisionIndex>,
+    /// Bumped on every AddOnPlacementScore event; the score table below follows it.
+    scores_version: AtomicU64,
+    /// Every AddOnPlacementScore status, at a `scores_version`.
+    score_table: Mutex<Option<(u64, Arc<ScoreTable>)>>,
     /// Per cluster, the sets it was last seen a member of.
     membership: Mutex<HashMap<String, BTreeSet<String>>>,
     /// Per PlacementDecision (`namespace/name`), the states this controller's own writes
     /// leave it in (after create, after the status patch). The watch event of an own write
-    /// must not schedule the placement again: with Balance, a pass right after each write
-    /// would chase the other placements' latest decisions and keep rewriting.
+    /// must not schedule the placement again.
     pub(crate) written: Mutex<HashMap<String, Vec<DecisionState>>>,
-    pub(crate) recorder: Recorder,
+    /// Passes running now; the background writers wait while any is.
+    pub(crate) busy: Busy,
+    /// Placement statuses waiting for their writers.
+    pub(crate) statuses: StatusQueue,
+    /// Events waiting for their writer.
+    pub(crate) events: EventQueue,
 }
 
 /// The parts of a PlacementDecision this controller writes: labels and cluster names.
@@ -88,14 +115,22 @@ pub(crate) type DecisionState = (BTreeMap<String, String>, Vec<String>);
 
 /// The written state of `decision`.
 pub(crate) fn decision_state(decision: &PlacementDecision) -> DecisionState {
-    (
-        decision.labels().clone(),
-        decision
-            .status
-            .iter()
-            .flat_map(|s| s.decisions.iter().map(|d| d.cluster_name.clone()))
-            .collect(),
-    )
+    (decision.labels().clone(), decided_clusters(decision))
+}
+
+/// The clusters in `decision`'s status, in order.
+fn decided_clusters(decision: &PlacementDecision) -> Vec<String> {
+    decision
+        .status
+        .iter()
+        .flat_map(|s| s.decisions.iter().map(|d| d.cluster_name.clone()))
+        .collect()
+}
+
+/// Locks `mutex`, going on with the data if a panicking thread poisoned it (every critical
+/// section here leaves the data consistent).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Context {
@@ -107,10 +142,7 @@ impl Context {
     pub(crate) fn compiled(&self, placement: &Placement) -> Arc<Compiled> {
         let key = placement.uid().unwrap_or_else(|| placement.name_any());
         let generation = placement.metadata.generation.unwrap_or_default();
-        let mut cache = self
-            .compiled
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cache = lock(&self.compiled);
         if let Some((g, compiled)) = cache.get(&key)
             && *g == generation
         {
@@ -121,36 +153,24 @@ impl Context {
         compiled
     }
 
-    /// Forgets the compiled form of a deleted placement.
-    fn forget(&self, placement: &Placement) {
-        let key = placement.uid().unwrap_or_else(|| placement.name_any());
-        self.compiled
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&key);
-    }
-
-    /// Decisions per cluster over every PlacementDecision, recounted only after a change.
-    pub(crate) fn decision_counts(&self) -> Arc<BTreeMap<String, i64>> {
-        let version = self.decisions_version.load(Ordering::Acquire);
-        let mut cached = self
-            .counts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((v, counts)) = cached.as_ref()
+    /// Every AddOnPlacementScore status, rebuilt only after a score changed.
+    pub(crate) fn score_table(&self) -> Arc<ScoreTable> {
+        let version = self.scores_version.load(Ordering::Acquire);
+        let mut cached = lock(&self.score_table);
+        if let Some((v, table)) = cached.as_ref()
             && *v == version
         {
-            return Arc::clone(counts);
+            return Arc::clone(table);
         }
-        let mut counts = BTreeMap::new();
-        for decision in self.decisions.state() {
-            for d in decision.status.iter().flat_map(|s| s.decisions.iter()) {
-                *counts.entry(d.cluster_name.clone()).or_insert(0) += 1;
-            }
-        }
-        let counts = Arc::new(counts);
-        *cached = Some((version, Arc::clone(&counts)));
-        counts
+        let table: ScoreTable = self
+            .scores
+            .state()
+            .iter()
+            .filter_map(|s| Some(((s.namespace()?, s.name_any()), s.status.clone()?)))
+            .collect();
+        let table = Arc::new(table);
+        *cached = Some((version, Arc::clone(&table)));
+        table
     }
 
     /// Placements in namespaces binding one of `sets`, whose `clusterSets` allow one of them.
@@ -183,36 +203,54 @@ impl Context {
             .collect()
     }
 
+    /// Whether `cluster` is a member of `set`.
+    fn is_member(set: &ManagedClusterSet, cluster: &ManagedCluster) -> bool {
+        // A set whose selector is malformed selects nobody, as in the scheduler.
+        flotilla_core::registration::hub::clusterset::is_member(
+            name_of(&set.metadata),
+            &set.spec.cluster_selector,
+            cluster.labels(),
+        )
+        .unwrap_or(false)
+    }
+
     /// The sets `cluster` is a member of now.
     fn sets_of(&self, cluster: &ManagedCluster) -> BTreeSet<String> {
-        let labels = cluster.labels();
         self.sets
             .state()
             .iter()
-            .filter(|s| {
-                flotilla_core::registration::hub::clusterset::is_member(
-                    name_of(&s.metadata),
-                    &s.spec.cluster_selector,
-                    labels,
-                )
-                .unwrap_or(false)
-            })
+            .filter(|s| Self::is_member(s, cluster))
             .map(|s| s.name_any())
             .collect()
     }
 
+    /// Recomputes every cluster's sets from the caches (after a relist of clusters or sets).
+    fn rebuild_membership(&self) {
+        let sets = self.sets.state();
+        let membership: HashMap<String, BTreeSet<String>> = self
+            .clusters
+            .state()
+            .iter()
+            .map(|c| {
+                let member_of = sets
+                    .iter()
+                    .filter(|s| Self::is_member(s, c))
+                    .map(|s| s.name_any())
+                    .collect();
+                (c.name_any(), member_of)
+            })
+            .collect();
+        *lock(&self.membership) = membership;
+    }
+
     /// Placements a change of `cluster` (or its deletion) can affect; updates the index.
-    fn on_cluster(&self, cluster: &ManagedCluster, seen: Seen) -> Vec<ObjectRef<Placement>> {
-        let deleted = seen == Seen::Deleted;
+    fn on_cluster(&self, cluster: &ManagedCluster, deleted: bool) -> Vec<ObjectRef<Placement>> {
         let now = if deleted {
             BTreeSet::new()
         } else {
             self.sets_of(cluster)
         };
-        let mut membership = self
-            .membership
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut membership = lock(&self.membership);
         let before = if deleted {
             membership.remove(&cluster.name_any()).unwrap_or_default()
         } else {
@@ -221,60 +259,78 @@ impl Context {
                 .unwrap_or_default()
         };
         drop(membership);
-        if seen == Seen::Initial {
-            return Vec::new();
-        }
         self.placements_seeing(&before.union(&now).cloned().collect())
     }
 
     /// Placements that can see cluster `name` (for its AddOnPlacementScores).
     fn on_cluster_namespace(&self, name: &str) -> Vec<ObjectRef<Placement>> {
-        let sets = self
-            .membership
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(name)
-            .cloned()
-            .unwrap_or_default();
+        let sets = lock(&self.membership).get(name).cloned().unwrap_or_default();
         self.placements_seeing(&sets)
     }
 
-    /// Placements a change of set `set` can affect; refreshes the index for it.
-    fn on_set(&self, set: &str, seen: Seen) -> Vec<ObjectRef<Placement>> {
+    /// Placements a change of `set` (or its deletion) can affect; updates the index for it.
+    fn on_set(&self, set: &ManagedClusterSet, deleted: bool) -> Vec<ObjectRef<Placement>> {
+        let name = set.name_any();
         let clusters = self.clusters.state();
-        let mut membership = self
-            .membership
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut membership = lock(&self.membership);
         for cluster in clusters {
-            let sets = self.sets_of(&cluster);
-            membership.insert(cluster.name_any(), sets);
+            let sets = membership.entry(cluster.name_any()).or_default();
+            if !deleted && Self::is_member(set, &cluster) {
+                sets.insert(name.clone());
+            } else {
+                sets.remove(&name);
+            }
         }
         drop(membership);
-        if seen == Seen::Initial {
-            return Vec::new();
-        }
-        self.placements_seeing(&BTreeSet::from([set.to_owned()]))
+        self.placements_seeing(&BTreeSet::from([name]))
     }
 
-    /// Whether a PlacementDecision event only echoes this controller's own write (or own
-    /// deletion), so that its placement need not be scheduled again.
-    fn is_own_write(&self, decision: &PlacementDecision, seen: Seen) -> bool {
-        let key = format!(
-            "{}/{}",
-            decision.namespace().unwrap_or_default(),
-            decision.name_any()
-        );
-        let written = self
-            .written
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match (seen, written.get(&key)) {
-            // Deleted by this controller: it forgot the decision first.
-            (Seen::Deleted, None) => true,
-            (Seen::Changed, Some(states)) => states.contains(&decision_state(decision)),
-            _ => false,
+    /// Updates the decision index with a change of `decision`; returns its placement unless
+    /// the change only echoes this controller's own write (or own deletion).
+    fn on_decision(&self, decision: &PlacementDecision, deleted: bool) -> Vec<ObjectRef<Placement>> {
+        let namespace = decision.namespace().unwrap_or_default();
+        let key = (namespace.clone(), decision.name_any());
+        let placement = decision.labels().get(PLACEMENT_LABEL).cloned();
+        {
+            let mut index = lock(&self.decision_index);
+            if deleted {
+                index.delete(&key);
+            } else {
+                index.apply(
+                    key.clone(),
+                    Entry {
+                        placement: placement.clone(),
+                        clusters: decided_clusters(decision),
+                    },
+                );
+            }
         }
+        let own = {
+            let written = lock(&self.written);
+            match written.get(&format!("{}/{}", key.0, key.1)) {
+                // Deleted by this controller: it forgot the decision first.
+                None => deleted,
+                Some(states) => !deleted && states.contains(&decision_state(decision)),
+            }
+        };
+        match placement {
+            Some(placement) if !own => vec![ObjectRef::new(&placement).within(&namespace)],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Rebuilds the decision index from the cache (after a relist).
+    fn rebuild_decision_index(&self) {
+        let entries = self.decisions.state().into_iter().map(|d| {
+            (
+                (d.namespace().unwrap_or_default(), d.name_any()),
+                Entry {
+                    placement: d.labels().get(PLACEMENT_LABEL).cloned(),
+                    clusters: decided_clusters(&d),
+                },
+            )
+        });
+        lock(&self.decision_index).reset(entries);
     }
 
     /// Every placement in `namespace`.
@@ -288,23 +344,27 @@ impl Context {
     }
 }
 
-/// What happened to an object seen by one of the reflectors.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Seen {
-    /// Part of the first list: feeds the indexes, triggers nothing (every placement gets an
-    /// initial reconcile from the controller's own watch anyway).
-    Initial,
+/// A change seen by one of the reflectors.
+enum Change<K> {
+    /// Part of a (re)list; the cache holds it once [`Change::Listed`] arrives.
+    Listing,
+    /// A (re)list is complete and in the cache.
+    Listed,
     /// Created or changed.
-    Changed,
+    Applied(Arc<K>),
     /// Deleted.
-    Deleted,
+    Deleted(Arc<K>),
 }
 
-/// A change seen by one of the reflectors.
-type Change<K> = (Arc<K>, Seen);
+/// How the caches list: from the apiserver's watch cache (`resourceVersion=0`), as client-go
+/// informers do, not with a quorum read from etcd page by page. A cache may start a moment
+/// behind; the watch that follows brings it up to date.
+fn list_config() -> watcher::Config {
+    watcher::Config::default().any_semantic()
+}
 
 /// A reflector over every `K` whose objects lose their managedFields, marking `ready` once
-/// the first list is in, and yielding each later change.
+/// the first list is in, and yielding each change.
 fn reflect<K>(
     client: &Client,
     writer: reflector::store::Writer<K>,
@@ -313,20 +373,19 @@ fn reflect<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+    watcher(Api::<K>::all(client.clone()), list_config())
         .default_backoff()
         .modify(|object| object.managed_fields_mut().clear())
         .reflect(writer)
         .filter_map(move |event| {
             let change = match event {
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => Some(Change::Listing),
                 Ok(watcher::Event::InitDone) => {
                     ready.store(true, Ordering::Release);
-                    None
+                    Some(Change::Listed)
                 }
-                Ok(watcher::Event::InitApply(object)) => Some((Arc::new(object), Seen::Initial)),
-                Ok(watcher::Event::Apply(object)) => Some((Arc::new(object), Seen::Changed)),
-                Ok(watcher::Event::Delete(object)) => Some((Arc::new(object), Seen::Deleted)),
-                Ok(_) => None,
+                Ok(watcher::Event::Apply(object)) => Some(Change::Applied(Arc::new(object))),
+                Ok(watcher::Event::Delete(object)) => Some(Change::Deleted(Arc::new(object))),
                 Err(error) => {
                     tracing::debug!(%error, "placement cache watch error; retrying");
                     None
@@ -336,9 +395,43 @@ where
         })
 }
 
+/// What of a Placement can change its decisions: its generation (the spec) and the scheduling
+/// annotation. Status-only changes, the controller's own writes among them, hash the same.
+fn scheduling_inputs(placement: &Placement) -> Option<u64> {
+    let mut hasher = DefaultHasher::new();
+    placement.metadata.generation.hash(&mut hasher);
+    placement
+        .annotations()
+        .get(PLACEMENT_DISABLE_ANNOTATION)
+        .hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// The Placement watch: fills `writer`, forgets the compiled form of deleted placements, and
+/// yields the placements whose [`scheduling_inputs`] changed.
+fn placement_triggers(
+    client: &Client,
+    writer: reflector::store::Writer<Placement>,
+    compiled: Arc<CompiledCache>,
+) -> impl Stream<Item = Result<Placement, watcher::Error>> + Send + 'static {
+    watcher(Api::<Placement>::all(client.clone()), list_config())
+        .default_backoff()
+        .modify(|object| object.managed_fields_mut().clear())
+        .reflect(writer)
+        .inspect(move |event| {
+            if let Ok(watcher::Event::Delete(placement)) = event {
+                let key = placement.uid().unwrap_or_else(|| placement.name_any());
+                lock(&compiled).remove(&key);
+            }
+        })
+        .applied_objects()
+        .predicate_filter(scheduling_inputs, PredicateConfig::default())
+}
+
 /// Runs the controller until dropped.
 pub(crate) async fn run(client: Client, options: PlacementOptions) {
     let flags: [Arc<AtomicBool>; 5] = std::array::from_fn(|_| Arc::new(AtomicBool::new(false)));
+    let (placements, placements_writer) = reflector::store();
     let (clusters, clusters_writer) = reflector::store();
     let (sets, sets_writer) = reflector::store();
     let (bindings, bindings_writer) = reflector::store();
@@ -351,13 +444,16 @@ pub(crate) async fn run(client: Client, options: PlacementOptions) {
     let score_changes = reflect::<AddOnPlacementScore>(&client, scores_writer, Arc::clone(&flags[3]));
     let decision_changes = reflect::<PlacementDecision>(&client, decisions_writer, Arc::clone(&flags[4]));
 
-    let controller = Controller::new(Api::<Placement>::all(client.clone()), watcher::Config::default())
-        .with_config(
-            Config::default()
-                .debounce(options.debounce)
-                .concurrency(options.concurrency),
-        );
-    let decisions_version = Arc::new(AtomicU64::new(0));
+    let compiled: Arc<CompiledCache> = Arc::default();
+    let controller = Controller::for_stream(
+        placement_triggers(&client, placements_writer, Arc::clone(&compiled)),
+        placements.clone(),
+    )
+    .with_config(
+        Config::default()
+            .debounce(options.debounce)
+            .concurrency(options.concurrency),
+    );
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -368,65 +464,104 @@ pub(crate) async fn run(client: Client, options: PlacementOptions) {
     let context = Arc::new(Context {
         client,
         options,
-        placements: controller.store(),
+        placements,
         clusters,
         sets,
         bindings,
         scores,
         decisions,
         ready: flags,
-        compiled: Mutex::new(HashMap::new()),
-        decisions_version: Arc::clone(&decisions_version),
-        counts: Mutex::new(None),
+        compiled,
+        decision_index: Mutex::new(DecisionIndex::default()),
+        scores_version: AtomicU64::new(0),
+        score_table: Mutex::new(None),
         membership: Mutex::new(HashMap::new()),
         written: Mutex::new(HashMap::new()),
-        recorder,
+        busy: Busy::default(),
+        statuses: StatusQueue::new(None),
+        events: events::queue(),
     });
 
+    // Objects seen while (re)listing trigger nothing: every placement gets a first reconcile
+    // from its own watch anyway, and the indexes are rebuilt once the list is complete.
     let triggers: Vec<BoxStream<'static, Vec<ObjectRef<Placement>>>> = vec![
         {
             let ctx = Arc::clone(&context);
             cluster_changes
-                .map(move |(c, seen)| ctx.on_cluster(&c, seen))
+                .map(move |change| match change {
+                    Change::Listing => Vec::new(),
+                    Change::Listed => {
+                        ctx.rebuild_membership();
+                        Vec::new()
+                    }
+                    Change::Applied(c) => ctx.on_cluster(&c, false),
+                    Change::Deleted(c) => ctx.on_cluster(&c, true),
+                })
                 .boxed()
         },
         {
             let ctx = Arc::clone(&context);
             set_changes
-                .map(move |(s, seen)| ctx.on_set(&s.name_any(), seen))
+                .map(move |change| match change {
+                    Change::Listing => Vec::new(),
+                    Change::Listed => {
+                        ctx.rebuild_membership();
+                        Vec::new()
+                    }
+                    Change::Applied(s) => ctx.on_set(&s, false),
+                    Change::Deleted(s) => ctx.on_set(&s, true),
+                })
                 .boxed()
         },
         {
             let ctx = Arc::clone(&context);
             binding_changes
-                .filter(|(_, seen)| std::future::ready(*seen != Seen::Initial))
-                .map(move |(b, _)| ctx.in_namespace(&b.namespace().unwrap_or_default()))
+                .map(move |change| match change {
+                    Change::Applied(b) | Change::Deleted(b) => {
+                        ctx.in_namespace(&b.namespace().unwrap_or_default())
+                    }
+                    Change::Listing | Change::Listed => Vec::new(),
+                })
                 .boxed()
         },
         {
             let ctx = Arc::clone(&context);
             score_changes
-                .filter(|(_, seen)| std::future::ready(*seen != Seen::Initial))
-                .map(move |(s, _)| ctx.on_cluster_namespace(&s.namespace().unwrap_or_default()))
+                .map(move |change| {
+                    ctx.scores_version.fetch_add(1, Ordering::AcqRel);
+                    match change {
+                        Change::Applied(s) | Change::Deleted(s) => {
+                            ctx.on_cluster_namespace(&s.namespace().unwrap_or_default())
+                        }
+                        Change::Listing | Change::Listed => Vec::new(),
+                    }
+                })
                 .boxed()
         },
         {
             let ctx = Arc::clone(&context);
             decision_changes
-                .map(move |(d, seen)| {
-                    decisions_version.fetch_add(1, Ordering::AcqRel);
-                    if seen == Seen::Initial || ctx.is_own_write(&d, seen) {
-                        return Vec::new();
+                .map(move |change| match change {
+                    Change::Listing => Vec::new(),
+                    Change::Listed => {
+                        ctx.rebuild_decision_index();
+                        Vec::new()
                     }
-                    match (d.labels().get(PLACEMENT_LABEL), d.namespace()) {
-                        (Some(placement), Some(ns)) => vec![ObjectRef::new(placement).within(&ns)],
-                        _ => Vec::new(),
-                    }
+                    Change::Applied(d) => ctx.on_decision(&d, false),
+                    Change::Deleted(d) => ctx.on_decision(&d, true),
                 })
                 .boxed()
         },
     ];
     let trigger = futures::stream::select_all(triggers).flat_map(futures::stream::iter);
     let controller = controller.reconcile_on(trigger);
-    flotilla_kube::controller::run("placement", controller, reconcile::reconcile, context).await;
+    let writers = Arc::clone(&context);
+    let status_writers =
+        futures::future::join_all((0..writers.options.concurrency.max(1)).map(|_| status::write(&writers)));
+    // The background writers never finish; they stop with the controller.
+    tokio::select! {
+        () = flotilla_kube::controller::run("placement", controller, reconcile::reconcile, context) => {}
+        _ = status_writers => {}
+        () = events::write(&writers.events, &writers.busy, recorder) => {}
+    }
 }

@@ -9,20 +9,20 @@ use std::{
 };
 
 use flotilla_api::cluster::{
-    consts::{PLACEMENT_DISABLE_ANNOTATION, PLACEMENT_LABEL},
+    consts::PLACEMENT_DISABLE_ANNOTATION,
     v1::ManagedCluster,
     v1beta1::{Placement, PlacementDecision, PlacementDecisionStatus, PlacementStatus},
     v1beta2::{ManagedClusterSet, ManagedClusterSetBinding},
 };
 use flotilla_core::{
     conditions,
-    placement::{Inputs, Schedule, ScoreTable, decisions::Page, schedule},
+    placement::{Inputs, Schedule, decisions::Page, schedule},
 };
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::ObjectMeta, jiff::Timestamp};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams},
-    runtime::{controller::Action, events::Event, events::EventType},
+    runtime::{controller::Action, events::Event, events::EventType, reflector::ObjectRef},
 };
 use serde_json::json;
 
@@ -39,7 +39,7 @@ pub(super) async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> R
         return Ok(Action::requeue(NOT_READY_REQUEUE));
     }
     if placement.metadata.deletion_timestamp.is_some() {
-        ctx.forget(&placement);
+        // Its compiled form is forgotten when the deletion is seen.
         return Ok(Action::await_change());
     }
     if placement
@@ -49,11 +49,12 @@ pub(super) async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> R
     {
         return Ok(Action::await_change());
     }
+    let _pass = ctx.busy.enter();
     super::SCHEDULED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let namespace = placement.namespace().unwrap_or_default();
     let name = placement.name_any();
 
-    // Read: every input from the caches.
+    // Read: every input from the caches and indexes.
     let clusters = ctx.clusters.state();
     let sets = ctx.sets.state();
     let bindings: Vec<Arc<ManagedClusterSetBinding>> = ctx
@@ -62,39 +63,26 @@ pub(super) async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> R
         .into_iter()
         .filter(|b| b.namespace().as_deref() == Some(namespace.as_str()))
         .collect();
-    let own: BTreeMap<String, Arc<PlacementDecision>> = ctx
-        .decisions
-        .state()
+    let (own_names, others) = {
+        let index = super::lock(&ctx.decision_index);
+        (
+            index.decisions_of(&namespace, &name),
+            index.counts_without(&namespace, &name),
+        )
+    };
+    let own: BTreeMap<String, Arc<PlacementDecision>> = own_names
         .into_iter()
-        .filter(|d| {
-            d.namespace().as_deref() == Some(namespace.as_str())
-                && d.labels().get(PLACEMENT_LABEL) == Some(&name)
+        .filter_map(|n| {
+            let decision = ctx.decisions.get(&ObjectRef::new(&n).within(&namespace))?;
+            Some((n, decision))
         })
-        .map(|d| (d.name_any(), d))
         .collect();
     let existing: BTreeSet<String> = own
         .values()
         .flat_map(|d| d.status.iter().flat_map(|s| s.decisions.iter()))
         .map(|d| d.cluster_name.clone())
         .collect();
-    let mut others = (*ctx.decision_counts()).clone();
-    for d in own
-        .values()
-        .flat_map(|d| d.status.iter().flat_map(|s| s.decisions.iter()))
-    {
-        if let Some(count) = others.get_mut(&d.cluster_name) {
-            *count -= 1;
-            if *count <= 0 {
-                others.remove(&d.cluster_name);
-            }
-        }
-    }
-    let scores: ScoreTable = ctx
-        .scores
-        .state()
-        .iter()
-        .filter_map(|s| Some(((s.namespace()?, s.name_any()), s.status.clone()?)))
-        .collect();
+    let scores = ctx.score_table();
     let cluster_refs: Vec<&ManagedCluster> = clusters.iter().map(Arc::as_ref).collect();
     let set_refs: Vec<&ManagedClusterSet> = sets.iter().map(Arc::as_ref).collect();
     let binding_refs: Vec<&ManagedClusterSetBinding> = bindings.iter().map(Arc::as_ref).collect();
@@ -124,18 +112,12 @@ pub(super) async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> R
         let key = format!("{namespace}/{}", page.name);
         let clusters: Vec<String> = page.decisions.iter().map(|d| d.cluster_name.clone()).collect();
         let expected = vec![(page.labels.clone(), Vec::new()), (page.labels.clone(), clusters)];
-        ctx.written
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(key, expected);
+        super::lock(&ctx.written).insert(key, expected);
         changed |= write_page(&api, &placement, page, own.get(&page.name).map(Arc::as_ref)).await?;
     }
     let wanted: BTreeSet<&str> = pages.iter().map(|p| p.name.as_str()).collect();
     for extra in own.keys().filter(|n| !wanted.contains(n.as_str())) {
-        ctx.written
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(format!("{namespace}/{extra}"), Vec::new());
+        super::lock(&ctx.written).insert(format!("{namespace}/{extra}"), Vec::new());
         match api.delete(extra, &DeleteParams::default()).await {
             Ok(_) => changed = true,
             Err(kube::Error::Api(status)) if status.code == 404 => {}
@@ -148,19 +130,15 @@ pub(super) async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> R
         }
     }
 
-    let mut status = placement.status.clone().unwrap_or_default();
-    let desired = desired_status(&status, &outcome, group_status, now);
-    status = desired;
-    let placements: Api<Placement> = Api::namespaced(ctx.client.clone(), &namespace);
-    flotilla_kube::status::patch_if_changed(&placements, &placement, placement.status.as_ref(), &status)
-        .await
-        .map_err(|source| Error::PatchStatus {
-            name: format!("{namespace}/{name}"),
-            source,
-        })?;
+    // The status follows from a background writer, after these decisions (see `background`).
+    // Queued even when the cache shows it already: it replaces any older status still waiting.
+    let current = placement.status.clone().unwrap_or_default();
+    let desired = desired_status(&current, &outcome, group_status, now);
+    ctx.statuses
+        .publish(ObjectRef::from_obj(placement.as_ref()), desired);
 
     if changed {
-        record_scores(&ctx, &placement, &outcome).await;
+        record_scores(&ctx, &placement, &outcome);
     }
 
     Ok(match outcome.requeue_at {
@@ -216,13 +194,24 @@ async fn write_page(
                 spec: Default::default(),
                 status: None,
             };
-            created = api
-                .create(&PostParams::default(), &decision)
-                .await
-                .map_err(|source| Error::CreateDecision {
-                    name: full_name.clone(),
-                    source,
-                })?;
+            created = match api.create(&PostParams::default(), &decision).await {
+                Ok(created) => created,
+                // Created by an earlier pass whose watch event has not arrived yet.
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    api.get(&page.name)
+                        .await
+                        .map_err(|source| Error::CreateDecision {
+                            name: full_name.clone(),
+                            source,
+                        })?
+                }
+                Err(source) => {
+                    return Err(Error::CreateDecision {
+                        name: full_name.clone(),
+                        source,
+                    });
+                }
+            };
             &created
         }
     };
@@ -269,41 +258,44 @@ pub(crate) fn score_message(outcome: &Schedule) -> String {
     message
 }
 
-async fn record_scores(ctx: &Context, placement: &Placement, outcome: &Schedule) {
+/// Queues the `DecisionUpdate` and `ScoreUpdate` Events of a pass that changed decisions.
+fn record_scores(ctx: &Context, placement: &Placement, outcome: &Schedule) {
     let reference = placement.object_ref(&());
-    let mut events = vec![Event {
-        type_: if outcome.warnings.is_empty() {
-            EventType::Normal
-        } else {
-            EventType::Warning
+    super::events::publish(
+        &ctx.events,
+        reference.clone(),
+        Event {
+            type_: if outcome.warnings.is_empty() {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            },
+            reason: "DecisionUpdate".into(),
+            note: Some(if outcome.warnings.is_empty() {
+                format!("Decisions of placement {} updated", placement.name_any())
+            } else {
+                format!(
+                    "Decisions of placement {} updated: {}",
+                    placement.name_any(),
+                    outcome.warnings.join(", ")
+                )
+            }),
+            action: "DecisionUpdated".into(),
+            secondary: None,
         },
-        reason: "DecisionUpdate".into(),
-        note: Some(if outcome.warnings.is_empty() {
-            format!("Decisions of placement {} updated", placement.name_any())
-        } else {
-            format!(
-                "Decisions of placement {} updated: {}",
-                placement.name_any(),
-                outcome.warnings.join(", ")
-            )
-        }),
-        action: "DecisionUpdated".into(),
-        secondary: None,
-    }];
+    );
     let message = score_message(outcome);
     if !message.is_empty() {
-        events.push(Event {
-            type_: EventType::Normal,
-            reason: "ScoreUpdate".into(),
-            note: Some(message),
-            action: "ScoreUpdated".into(),
-            secondary: None,
-        });
-    }
-    for event in events {
-        // An Event is a courtesy: failing to record it must not fail or repeat the reconcile.
-        if let Err(error) = ctx.recorder.publish(&event, &reference).await {
-            tracing::debug!(%error, "cannot record placement event");
-        }
+        super::events::publish(
+            &ctx.events,
+            reference,
+            Event {
+                type_: EventType::Normal,
+                reason: "ScoreUpdate".into(),
+                note: Some(message),
+                action: "ScoreUpdated".into(),
+                secondary: None,
+            },
+        );
     }
 }
