@@ -1,7 +1,8 @@
-//! `feedbackScrapeType` against real hub and managed control planes: with `Watch`, a change of
-//! the object on the managed cluster reaches the work's status feedback at once, even when the
-//! status-sync poll is ten minutes away; with `Poll` (the default), the next status sync
-//! brings it, as before.
+//! The work agent's watches of applied objects against real hub and managed control planes:
+//! with `feedbackScrapeType: Watch`, a change of the object on the managed cluster reaches the
+//! work's status feedback at once, even when the status-sync poll is ten minutes away; with
+//! `Poll` (the default), the next status sync brings it, as before. A hand edit of an applied
+//! object is reverted at once, even when the resync is ten minutes away.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
@@ -137,4 +138,46 @@ async fn polled_feedback_still_follows_a_change_on_the_next_status_sync() {
             note(w).as_deref() == Some("seen")
         })
         .await;
+}
+
+#[tokio::test]
+async fn a_hand_edit_is_reverted_without_waiting_for_the_resync() {
+    let options = flotilla_work::agent::AgentOptions {
+        status_sync_interval: TEN_MINUTES,
+        resync_interval: TEN_MINUTES,
+        ..options("cluster-drift")
+    };
+    let agent = start_agent_with("cluster-drift", options).await;
+    let ns = "work-drift";
+    namespace(&agent.managed, ns).await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(agent.managed.clone(), ns);
+
+    agent
+        .create(&work(
+            "kept",
+            vec![json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": "kept", "namespace": ns },
+                "data": { "level": "1" },
+            })],
+        ))
+        .await;
+    agent.wait_condition("kept", "Applied", "True").await;
+    for attempt in ["2", "3"] {
+        let patch = json!({ "data": { "level": attempt } });
+        config_maps
+            .patch("kept", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("edit the ConfigMap by hand");
+        wait_object(
+            &config_maps,
+            "kept",
+            &format!("the hand edit level={attempt} reverted"),
+            |cm| {
+                cm.and_then(|cm| cm.data.as_ref())
+                    .is_some_and(|d| d["level"] == "1")
+            },
+        )
+        .await;
+    }
 }

@@ -9,8 +9,10 @@
 //!
 //! Where the time goes is printed under each row: the requests per work each apiserver
 //! served (from its `apiserver_request_total`, for the kinds the agent touches; the
-//! managed cluster's controller manager adds its Deployment status writes to both paths
-//! alike), and the CPU seconds the agent and each control plane spent in the phase.
+//! managed cluster's controller manager adds its Deployment status writes), and the CPU
+//! seconds the agent and each control plane spent in the phase. Between phases the
+//! benchmark waits, untimed, until the controller manager has processed every Deployment
+//! created so far, so no phase pays for the previous one's backlog.
 //!
 //! `cargo run --release -p flotilla-tests --bin bench-work -- [COUNTS]` (default `1,100,1000`).
 
@@ -209,6 +211,31 @@ async fn raw(managed: &Client, ns: &str, count: usize) -> anyhow::Result<Duratio
     Ok(start.elapsed())
 }
 
+/// Waits (untimed) until the managed cluster's controller manager has processed each of the
+/// `count` Deployments of `ns` (`status.observedGeneration` caught up), so that one phase's
+/// backlog of ReplicaSets and status writes does not run into the next phase's time.
+async fn settle(managed: &Client, ns: &str, count: usize) -> anyhow::Result<()> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let api: Api<Deployment> = Api::namespaced(managed.clone(), ns);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut events = watcher(api, watcher::Config::default()).applied_objects().boxed();
+    let deadline = tokio::time::sleep(Duration::from_secs(600));
+    tokio::pin!(deadline);
+    while seen.len() < count {
+        tokio::select! {
+            () = &mut deadline => anyhow::bail!("Deployments of {ns} not processed within 10 minutes"),
+            event = events.next() => {
+                let Some(deployment) = event.transpose()? else { anyhow::bail!("watch of {ns} ended") };
+                let observed = deployment.status.as_ref().and_then(|s| s.observed_generation);
+                if observed.is_some() && observed == deployment.metadata.generation {
+                    seen.insert(deployment.name_any());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted.get(index).copied().unwrap_or_default()
@@ -386,6 +413,7 @@ async fn main() -> anyhow::Result<()> {
         let raw_before = meter.read().await?;
         let raw_time = raw(&managed, &format!("raw-{count}"), count).await?;
         let raw_after = meter.read().await?;
+        settle(&managed, &format!("raw-{count}"), count).await?;
         let (cpu_before, _) = flotilla_tests::process_usage(pid);
         let works_before = meter.read().await?;
         let (latencies, total) = works(&hub, &managed, cluster, &format!("works-{count}"), count).await?;
@@ -393,6 +421,7 @@ async fn main() -> anyhow::Result<()> {
         // writes) land in this phase's counts, not in the next phase's.
         tokio::time::sleep(Duration::from_secs(3)).await;
         let works_after = meter.read().await?;
+        settle(&managed, &format!("works-{count}"), count).await?;
         let (cpu_after, rss) = flotilla_tests::process_usage(pid);
         println!(
             "{count:<6} {:>9.2}s  {:>17.2}s  {:>6.2}s  {:>7.2}s  {:>8.2}x  {:>8.1}s  {:>6} MiB",

@@ -16,11 +16,7 @@
 //! the record's create and status beside one write per object; in three round trips plus one
 //! per rank.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use flotilla_api::work::{
     consts::{APPLIED_MANIFEST_WORK_FINALIZER, MANIFEST_WORK_FINALIZER, manifest_work::CONDITION_COMPLETE},
@@ -41,7 +37,7 @@ use flotilla_core::{
         order::apply_waves,
         ownership::{owned_by_work, owner_reference, required_owner, sort_applied, untracked},
         rules,
-        watch::{WatchedKind, WatchedObject},
+        watch::{Wake, WatchedKind, WatchedObject},
     },
 };
 use futures::{FutureExt as _, StreamExt as _, stream};
@@ -69,6 +65,9 @@ struct ManifestResult {
     uid: Option<String>,
     /// Whether the group/resource is known (else the manifest's name blocks clean-up).
     resolved: bool,
+    /// Whether the agent keeps the object as written (applied with Update or
+    /// ServerSideApply): a change of its content is drift.
+    kept: bool,
 }
 
 /// Reconciles `work`.
@@ -84,7 +83,7 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
     let complete = is_true(&status.conditions, CONDITION_COMPLETE);
     let has_finalizer = flotilla_kube::finalizer::has(work.as_ref(), MANIFEST_WORK_FINALIZER);
     if complete {
-        ctx.watches.set(&work.name_any(), BTreeSet::new());
+        ctx.watches.set(&work.name_any(), BTreeMap::new());
         if !has_finalizer {
             add_finalizer(&works, &work).await?;
         }
@@ -174,7 +173,7 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
     let now = Timestamp::now();
     let mut manifests = Vec::with_capacity(results.len());
     let mut needs_polling = false;
-    let mut watched = BTreeSet::new();
+    let mut watched = BTreeMap::new();
     for result in &results {
         let config = find_config(&work.spec.manifest_configs, &result.meta);
         let mut desired = vec![
@@ -184,13 +183,13 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
         let mut values = Vec::new();
         // Watched feedback: the object's changes (its creation too) wake the work instead of
         // the status-sync poll.
-        let watch = result.resolved
-            && config.is_some_and(|c| {
-                c.feedback_scrape_type == Some(FeedbackScrapeType::Watch)
-                    && (!c.feedback_rules.is_empty() || !c.condition_rules.is_empty())
-            });
+        // Drift: a change of an object the work keeps as written wakes it instead of the
+        // resync.
+        let watch = result.resolved && watches_feedback(config);
         if watch {
-            watched.insert(watched_object(&result.meta));
+            watched.insert(watched_object(&result.meta), Wake::AnyChange);
+        } else if result.kept {
+            watched.insert(watched_object(&result.meta), Wake::Content);
         }
         if let Some(live) = &result.live {
             let feedback_rules = config.map(|c| c.feedback_rules.as_slice()).unwrap_or_default();
@@ -274,6 +273,14 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
 /// `base` ±50 %.
 fn jittered(base: Duration) -> Duration {
     base.mul_f64(0.5 + fastrand::f64())
+}
+
+/// Whether `config` asks for its status (feedback or condition rules) to be watched.
+fn watches_feedback(config: Option<&ManifestConfigOption>) -> bool {
+    config.is_some_and(|c| {
+        c.feedback_scrape_type == Some(FeedbackScrapeType::Watch)
+            && (!c.feedback_rules.is_empty() || !c.condition_rules.is_empty())
+    })
 }
 
 fn watched_object(meta: &ManifestResourceMeta) -> WatchedObject {
@@ -394,7 +401,7 @@ async fn finalize(
     applied_api: &Api<AppliedManifestWork>,
     applied_name: &str,
 ) -> Result<Action> {
-    ctx.watches.set(&work.name_any(), BTreeSet::new());
+    ctx.watches.set(&work.name_any(), BTreeMap::new());
     if !flotilla_kube::finalizer::has(work, MANIFEST_WORK_FINALIZER) {
         return Ok(Action::await_change());
     }
@@ -538,6 +545,7 @@ async fn apply_one(
             live: None,
             uid: None,
             resolved,
+            kept: false,
         };
         (result, Flags::default())
     };
@@ -680,8 +688,20 @@ async fn apply_one(
         Ok(None) => (Availability::NotFound, None),
         Err(error) => (Availability::FetchFailed(error.to_string()), None),
     };
+    let kept = !complete
+        && outcome == ApplyOutcome::Applied
+        && matches!(
+            strategy,
+            UpdateStrategyType::Update | UpdateStrategyType::ServerSideApply
+        );
+    if let Some(object) = &live
+        && (kept || watches_feedback(config))
+    {
+        ctx.watches.observed(watched_object(&meta), &object.metadata);
+    }
     let uid = live.as_ref().and_then(|o| o.metadata.uid.clone());
     let live = live.and_then(|o| serde_json::to_value(o).ok());
+    let kept = kept && live.is_some();
     let result = ManifestResult {
         meta,
         outcome,
@@ -689,6 +709,7 @@ async fn apply_one(
         live,
         uid,
         resolved: true,
+        kept,
     };
     (result, flags)
 }
