@@ -12,9 +12,10 @@
 //! ```
 //!
 //! The works controller is woken by a change of a work's generation or deletion, by the
-//! on-demand watches of objects whose feedback is watched ([`watch`]), and by its own requeues
-//! (status sync, resync ±50 %); not by the agent's own finalizer and status writes, which
-//! would only make it read everything again. The AppliedManifestWork controller likewise
+//! on-demand watches of applied objects ([`watch`]: watched feedback changed, or drift of an
+//! object the work keeps as written), and by its own requeues (status sync, resync ±50 %);
+//! not by the agent's own finalizer and status writes, which would only make it read
+//! everything again. The AppliedManifestWork controller likewise
 //! ignores status writes. Both keep a store that the reconciles read instead of the server.
 //!
 //! Nothing is deleted because the hub cannot be reached: deletions follow only what the agent
@@ -117,7 +118,7 @@ pub(crate) struct Context {
     pub works: reflector::Store<ManifestWork>,
     /// The AppliedManifestWorks of the managed cluster, as last watched.
     pub applied: reflector::Store<AppliedManifestWork>,
-    /// Watches of applied objects whose feedback is watched.
+    /// On-demand watches of applied objects (watched feedback, drift).
     pub watches: watch::Watches,
 }
 
