@@ -187,7 +187,7 @@ async fn watch_kind(client: Client, kind: WatchedKind, shared: Arc<Shared>) {
             let before = seen.insert(key, now.clone());
             works
                 .into_iter()
-                .filter(|(_, wake)| wakes(*wake, before.as_ref(), &now))
+                .filter(|(_, wake)| wakes(wake, before.as_ref(), &now))
                 .map(|(work, _)| work)
                 .collect()
         };

@@ -40,12 +40,23 @@ pub struct WatchedObject {
     pub name: String,
 }
 
+/// The labels and annotations a manifest sets: the only metadata whose change is drift (the
+/// object's keys set by others are theirs, as the update strategies leave them).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MetadataKeys {
+    /// Label keys.
+    pub labels: BTreeSet<String>,
+    /// Annotation keys.
+    pub annotations: BTreeSet<String>,
+}
+
 /// Which changes of a watched object wake its works.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Wake {
-    /// Changes of what the work wrote (spec, data, labels, annotations): drift to revert. A
-    /// status written by the object's own controller does not wake the work.
-    Content,
+    /// Changes of what the work wrote (spec, data, its labels and annotations): drift to
+    /// revert. A status, or a label or annotation of someone else's (a Deployment's revision
+    /// annotation), written by the object's controller does not wake the work.
+    Content(MetadataKeys),
     /// Any change, status included: the work reports the object's status (watched feedback).
     AnyChange,
 }
@@ -66,17 +77,22 @@ pub struct Seen {
 /// Whether an object now `seen` wakes works asking for `wake`, when it was last `before`
 /// (by the agent's own write or read, or by an earlier event; `None` when never seen: wake,
 /// to be safe). For [`Wake::Content`], a kind with a generation changes content only with
-/// its generation, labels or annotations; a kind without one (a ConfigMap) with every write.
-pub fn wakes(wake: Wake, before: Option<&Seen>, seen: &Seen) -> bool {
+/// its generation or the work's labels and annotations; a kind without one (a ConfigMap)
+/// with every write.
+pub fn wakes(wake: &Wake, before: Option<&Seen>, seen: &Seen) -> bool {
     let Some(before) = before else {
         return true;
     };
     match (wake, seen.generation) {
-        (Wake::AnyChange, _) | (Wake::Content, None) => before.resource_version != seen.resource_version,
-        (Wake::Content, Some(generation)) => {
+        (Wake::AnyChange, _) | (Wake::Content(_), None) => before.resource_version != seen.resource_version,
+        (Wake::Content(keys), Some(generation)) => {
+            let changed =
+                |keys: &BTreeSet<String>, old: &BTreeMap<String, String>, new: &BTreeMap<String, String>| {
+                    keys.iter().any(|key| old.get(key) != new.get(key))
+                };
             before.generation != Some(generation)
-                || before.labels != seen.labels
-                || before.annotations != seen.annotations
+                || changed(&keys.labels, &before.labels, &seen.labels)
+                || changed(&keys.annotations, &before.annotations, &seen.annotations)
         }
     }
 }
@@ -131,7 +147,7 @@ impl Interests {
             self.by_object
                 .entry(object.clone())
                 .or_default()
-                .insert(work.to_owned(), *wake);
+                .insert(work.to_owned(), wake.clone());
         }
         if !objects.is_empty() {
             self.by_work.insert(work.to_owned(), objects);
@@ -150,7 +166,12 @@ impl Interests {
     pub fn works_for(&self, kind: &WatchedKind, namespace: &str, name: &str) -> Vec<(String, Wake)> {
         self.by_object
             .get(&WatchedObject::new(kind, namespace, name))
-            .map(|works| works.iter().map(|(work, wake)| (work.clone(), *wake)).collect())
+            .map(|works| {
+                works
+                    .iter()
+                    .map(|(work, wake)| (work.clone(), wake.clone()))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
@@ -294,29 +315,44 @@ mod tests {
         }
     }
 
+    fn content() -> Wake {
+        Wake::Content(MetadataKeys {
+            labels: BTreeSet::from(["app".to_owned()]),
+            annotations: BTreeSet::from(["note".to_owned()]),
+        })
+    }
+
+    #[test]
+    fn someone_else_s_annotation_is_no_drift_but_the_work_s_own_is() {
+        let before = seen("2", Some(1), "a");
+        let mut revision = seen("3", Some(1), "a");
+        revision
+            .annotations
+            .insert("deployment.kubernetes.io/revision".into(), "1".into());
+        assert!(!wakes(&content(), Some(&before), &revision));
+        let mut note = seen("3", Some(1), "a");
+        note.annotations.insert("note".into(), "edited".into());
+        assert!(wakes(&content(), Some(&before), &note));
+    }
+
     #[rstest]
-    #[case::never_seen_wakes(Wake::Content, None, seen("2", Some(1), "a"), true)]
+    #[case::never_seen_wakes(content(), None, seen("2", Some(1), "a"), true)]
     #[case::the_agent_s_own_write_echoed_back(
-        Wake::Content,
+        content(),
         Some(seen("2", Some(1), "a")),
         seen("2", Some(1), "a"),
         false
     )]
     #[case::a_status_write_is_no_drift(
-        Wake::Content,
+        content(),
         Some(seen("2", Some(1), "a")),
         seen("3", Some(1), "a"),
         false
     )]
-    #[case::a_spec_edit_is_drift(Wake::Content, Some(seen("2", Some(1), "a")), seen("3", Some(2), "a"), true)]
-    #[case::a_label_edit_is_drift(
-        Wake::Content,
-        Some(seen("2", Some(1), "a")),
-        seen("3", Some(1), "b"),
-        true
-    )]
+    #[case::a_spec_edit_is_drift(content(), Some(seen("2", Some(1), "a")), seen("3", Some(2), "a"), true)]
+    #[case::a_label_edit_is_drift(content(), Some(seen("2", Some(1), "a")), seen("3", Some(1), "b"), true)]
     #[case::any_write_to_a_kind_without_generation_is_drift(
-        Wake::Content,
+        content(),
         Some(seen("2", None, "a")),
         seen("3", None, "a"),
         true
@@ -339,6 +375,6 @@ mod tests {
         #[case] now: Seen,
         #[case] expected: bool,
     ) {
-        assert_eq!(wakes(wake, before.as_ref(), &now), expected);
+        assert_eq!(wakes(&wake, before.as_ref(), &now), expected);
     }
 }

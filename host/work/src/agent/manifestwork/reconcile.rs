@@ -37,7 +37,7 @@ use flotilla_core::{
         order::apply_waves,
         ownership::{owned_by_work, owner_reference, required_owner, sort_applied, untracked},
         rules,
-        watch::{Wake, WatchedKind, WatchedObject},
+        watch::{MetadataKeys, Wake, WatchedKind, WatchedObject},
     },
 };
 use futures::{FutureExt as _, StreamExt as _, stream};
@@ -65,9 +65,9 @@ struct ManifestResult {
     uid: Option<String>,
     /// Whether the group/resource is known (else the manifest's name blocks clean-up).
     resolved: bool,
-    /// Whether the agent keeps the object as written (applied with Update or
-    /// ServerSideApply): a change of its content is drift.
-    kept: bool,
+    /// When the agent keeps the object as written (applied with Update or ServerSideApply),
+    /// the manifest's label and annotation keys: a change of its content is drift.
+    kept: Option<MetadataKeys>,
 }
 
 /// Reconciles `work`.
@@ -188,8 +188,8 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
         let watch = result.resolved && watches_feedback(config);
         if watch {
             watched.insert(watched_object(&result.meta), Wake::AnyChange);
-        } else if result.kept {
-            watched.insert(watched_object(&result.meta), Wake::Content);
+        } else if let Some(keys) = &result.kept {
+            watched.insert(watched_object(&result.meta), Wake::Content(keys.clone()));
         }
         if let Some(live) = &result.live {
             let feedback_rules = config.map(|c| c.feedback_rules.as_slice()).unwrap_or_default();
@@ -273,6 +273,21 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
 /// `base` ±50 %.
 fn jittered(base: Duration) -> Duration {
     base.mul_f64(0.5 + fastrand::f64())
+}
+
+/// The label and annotation keys `manifest` sets.
+fn metadata_keys(manifest: &Value) -> MetadataKeys {
+    let keys = |field: &str| {
+        manifest
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_object)
+            .map(|map| map.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    MetadataKeys {
+        labels: keys("labels"),
+        annotations: keys("annotations"),
+    }
 }
 
 /// Whether `config` asks for its status (feedback or condition rules) to be watched.
@@ -545,7 +560,7 @@ async fn apply_one(
             live: None,
             uid: None,
             resolved,
-            kept: false,
+            kept: None,
         };
         (result, Flags::default())
     };
@@ -701,7 +716,7 @@ async fn apply_one(
     }
     let uid = live.as_ref().and_then(|o| o.metadata.uid.clone());
     let live = live.and_then(|o| serde_json::to_value(o).ok());
-    let kept = kept && live.is_some();
+    let kept = (kept && live.is_some()).then(|| metadata_keys(manifest));
     let result = ManifestResult {
         meta,
         outcome,
