@@ -421,8 +421,8 @@ async fn main() -> anyhow::Result<()> {
         // writes) land in this phase's counts, not in the next phase's.
         tokio::time::sleep(Duration::from_secs(3)).await;
         let works_after = meter.read().await?;
-        settle(&managed, &format!("works-{count}"), count).await?;
         let (cpu_after, rss) = flotilla_tests::process_usage(pid);
+        settle(&managed, &format!("works-{count}"), count).await?;
         println!(
             "{count:<6} {:>9.2}s  {:>17.2}s  {:>6.2}s  {:>7.2}s  {:>8.2}x  {:>8.1}s  {:>6} MiB",
             raw_time.as_secs_f64(),
