@@ -7,6 +7,13 @@
 //! The agent runs as a child process (this binary with `--agent`), so its CPU and memory are
 //! its own; hub and managed cluster are separate real control planes.
 //!
+//! Where the time goes is printed under each row: the requests per work each apiserver
+//! served (from its `apiserver_request_total`, for the kinds the agent touches; the
+//! managed cluster's controller manager adds its Deployment status writes), and the CPU
+//! seconds the agent and each control plane spent in the phase. Between phases the
+//! benchmark waits, untimed, until the controller manager has processed every Deployment
+//! created so far, so no phase pays for the previous one's backlog.
+//!
 //! `cargo run --release -p flotilla-tests --bin bench-work -- [COUNTS]` (default `1,100,1000`).
 
 use std::{
@@ -38,6 +45,117 @@ use serde_json::{Value, json};
 
 /// Requests in flight at once, for the raw creates and the work creates alike.
 const CONCURRENCY: usize = 10;
+
+/// The resources whose requests are counted: what the agent and the benchmark touch.
+const COUNTED: &[&str] = &[
+    "manifestworks",
+    "appliedmanifestworks",
+    "configmaps",
+    "deployments",
+    "subjectaccessreviews",
+];
+
+/// `apiserver_request_total` of the apiserver behind `client`, summed per `VERB
+/// resource[/subresource]` for the [`COUNTED`] resources (watches left out: they are
+/// long-lived, not per work). The exposition format is read line by line, as the other
+/// benchmarks do: one metric family, no parser crate needed for it.
+async fn requests(client: &Client) -> anyhow::Result<BTreeMap<String, f64>> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(request).await.context("read /metrics")?;
+    let mut totals = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+                .map(|v| v.trim_end_matches('"').to_owned())
+                .unwrap_or_default()
+        };
+        let (verb, resource, subresource) = (label("verb"), label("resource"), label("subresource"));
+        if verb == "WATCH" || !COUNTED.contains(&resource.as_str()) {
+            continue;
+        }
+        let key = if subresource.is_empty() {
+            format!("{verb} {resource}")
+        } else {
+            format!("{verb} {resource}/{subresource}")
+        };
+        if let Ok(value) = value.trim().parse::<f64>() {
+            *totals.entry(key).or_insert(0.0) += value;
+        }
+    }
+    Ok(totals)
+}
+
+/// `after - before` per request kind, divided by `count`, as one line (largest first).
+fn per_work(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>, count: usize) -> String {
+    let mut rows: Vec<(String, f64)> = after
+        .iter()
+        .map(|(key, value)| {
+            let delta = value - before.get(key).copied().unwrap_or_default();
+            (key.clone(), delta / count.max(1) as f64)
+        })
+        .filter(|(_, per)| *per >= 0.005)
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f64 = rows.iter().map(|(_, per)| per).sum();
+    let parts: Vec<String> = rows.iter().map(|(key, per)| format!("{key} {per:.2}")).collect();
+    format!("{total:.2} = {}", parts.join(", "))
+}
+
+/// CPU seconds of all `pids` together.
+fn cpu_of(pids: &[u32]) -> f64 {
+    pids.iter().map(|pid| flotilla_tests::process_usage(*pid).0).sum()
+}
+
+/// What one phase cost: requests on each apiserver and CPU of each process group.
+struct Meter<'a> {
+    hub: &'a Client,
+    managed: &'a Client,
+    pids: [(&'static str, Vec<u32>); 3],
+}
+
+/// A [`Meter`] reading, taken before and after a phase.
+struct Reading {
+    hub: BTreeMap<String, f64>,
+    managed: BTreeMap<String, f64>,
+    cpu: Vec<f64>,
+}
+
+impl Meter<'_> {
+    async fn read(&self) -> anyhow::Result<Reading> {
+        Ok(Reading {
+            hub: requests(self.hub).await?,
+            managed: requests(self.managed).await?,
+            cpu: self.pids.iter().map(|(_, pids)| cpu_of(pids)).collect(),
+        })
+    }
+
+    /// Prints what happened between `before` and `after` for `count` works (or object pairs).
+    fn print(&self, what: &str, before: &Reading, after: &Reading, count: usize) {
+        let cpu: Vec<String> = self
+            .pids
+            .iter()
+            .zip(after.cpu.iter().zip(&before.cpu))
+            .map(|((name, _), (a, b))| format!("{name} {:.1}s", a - b))
+            .collect();
+        println!("    {what}: CPU {}", cpu.join(", "));
+        println!(
+            "      hub requests per work:     {}",
+            per_work(&before.hub, &after.hub, count)
+        );
+        println!(
+            "      managed requests per work: {}",
+            per_work(&before.managed, &after.managed, count)
+        );
+    }
+}
 
 fn objects(namespace: &str, name: &str) -> Vec<Value> {
     vec![
@@ -91,6 +209,31 @@ async fn raw(managed: &Client, ns: &str, count: usize) -> anyhow::Result<Duratio
         .try_collect::<Vec<_>>()
         .await?;
     Ok(start.elapsed())
+}
+
+/// Waits (untimed) until the managed cluster's controller manager has processed each of the
+/// `count` Deployments of `ns` (`status.observedGeneration` caught up), so that one phase's
+/// backlog of ReplicaSets and status writes does not run into the next phase's time.
+async fn settle(managed: &Client, ns: &str, count: usize) -> anyhow::Result<()> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let api: Api<Deployment> = Api::namespaced(managed.clone(), ns);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut events = watcher(api, watcher::Config::default()).applied_objects().boxed();
+    let deadline = tokio::time::sleep(Duration::from_secs(600));
+    tokio::pin!(deadline);
+    while seen.len() < count {
+        tokio::select! {
+            () = &mut deadline => anyhow::bail!("Deployments of {ns} not processed within 10 minutes"),
+            event = events.next() => {
+                let Some(deployment) = event.transpose()? else { anyhow::bail!("watch of {ns} ended") };
+                let observed = deployment.status.as_ref().and_then(|s| s.observed_generation);
+                if observed.is_some() && observed == deployment.metadata.generation {
+                    seen.insert(deployment.name_any());
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -254,13 +397,32 @@ async fn main() -> anyhow::Result<()> {
             .context("start the agent process")?,
     );
     let pid = agent.0.id();
+    let meter = Meter {
+        hub: &hub,
+        managed: &managed,
+        pids: [
+            ("agent", vec![pid]),
+            ("hub plane", hub_plane.pids()),
+            ("managed plane", managed_plane.pids()),
+        ],
+    };
 
+    println!("(hub requests include the benchmark's own POST manifestworks, one per work)");
     println!("works  raw-create  create→Applied p50  p99     total    total/raw  agent-CPU  agent-RSS");
     for count in counts {
+        let raw_before = meter.read().await?;
         let raw_time = raw(&managed, &format!("raw-{count}"), count).await?;
+        let raw_after = meter.read().await?;
+        settle(&managed, &format!("raw-{count}"), count).await?;
         let (cpu_before, _) = flotilla_tests::process_usage(pid);
+        let works_before = meter.read().await?;
         let (latencies, total) = works(&hub, &managed, cluster, &format!("works-{count}"), count).await?;
+        // Let requests that follow the last Applied (a reconcile woken by the agent's own
+        // writes) land in this phase's counts, not in the next phase's.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let works_after = meter.read().await?;
         let (cpu_after, rss) = flotilla_tests::process_usage(pid);
+        settle(&managed, &format!("works-{count}"), count).await?;
         println!(
             "{count:<6} {:>9.2}s  {:>17.2}s  {:>6.2}s  {:>7.2}s  {:>8.2}x  {:>8.1}s  {:>6} MiB",
             raw_time.as_secs_f64(),
@@ -271,6 +433,8 @@ async fn main() -> anyhow::Result<()> {
             cpu_after - cpu_before,
             rss,
         );
+        meter.print("raw", &raw_before, &raw_after, count);
+        meter.print("works", &works_before, &works_after, count);
     }
     Ok(())
 }

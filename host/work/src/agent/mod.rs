@@ -11,6 +11,13 @@
 //!           (finalizer: delete what it owns, evict when the work vanished from the hub)
 //! ```
 //!
+//! The works controller is woken by a change of a work's generation or deletion, by the
+//! on-demand watches of applied objects ([`watch`]: watched feedback changed, or drift of an
+//! object the work keeps as written), and by its own requeues (status sync, resync ±50 %);
+//! not by the agent's own finalizer and status writes, which would only make it read
+//! everything again. The AppliedManifestWork controller likewise
+//! ignores status writes. Both keep a store that the reconciles read instead of the server.
+//!
 //! Nothing is deleted because the hub cannot be reached: deletions follow only what the agent
 //! read from the hub (a manifest dropped from a spec it saw, a work whose deletion it saw, or
 //! a work missing from a successful list for the whole eviction grace period).
@@ -24,6 +31,7 @@ mod discovery;
 mod executor;
 mod hub;
 mod manifestwork;
+mod watch;
 
 use std::{sync::Arc, time::Duration};
 
@@ -31,8 +39,11 @@ use flotilla_api::work::v1::{AppliedManifestWork, ManifestWork};
 use flotilla_core::work::agent::names::hub_hash;
 use flotilla_registration::names::{AGENT_NAMESPACE, HUB_KUBECONFIG_SECRET};
 use kube::{
-    Api, Client,
-    runtime::{Controller, controller::Config as ControllerConfig, watcher},
+    Api, Client, Resource,
+    runtime::{
+        Controller, Predicate as _, PredicateConfig, WatchStreamExt as _,
+        controller::Config as ControllerConfig, predicates, reflector, watcher,
+    },
 };
 
 pub use error::{Error, Result};
@@ -104,7 +115,17 @@ pub(crate) struct Context {
     /// The options.
     pub options: AgentOptions,
     /// The works last listed from the hub (for eviction).
-    pub works: kube::runtime::reflector::Store<ManifestWork>,
+    pub works: reflector::Store<ManifestWork>,
+    /// The AppliedManifestWorks of the managed cluster, as last watched.
+    pub applied: reflector::Store<AppliedManifestWork>,
+    /// On-demand watches of applied objects (watched feedback, drift).
+    pub watches: watch::Watches,
+}
+
+/// Hash of whether `object` is being deleted: with the generation, what wakes the controllers
+/// (a finalizer or status written by the agent itself changes neither).
+fn deleting<K: Resource>(object: &K) -> Option<u64> {
+    Some(u64::from(object.meta().deletion_timestamp.is_some()))
 }
 
 /// Runs the work agent against the managed cluster `managed` until dropped: waits for the hub
@@ -125,8 +146,30 @@ pub async fn run(managed: Client, options: AgentOptions) -> Result<()> {
 
 async fn run_controllers(managed: Client, options: AgentOptions, connection: hub::Connection) {
     let works_api: Api<ManifestWork> = Api::namespaced(connection.client.clone(), &connection.cluster);
-    let works_controller = Controller::new(works_api, watcher::Config::default())
+    let (works, works_writer) = reflector::store();
+    let work_changes = reflector(works_writer, watcher(works_api, watcher::Config::default()))
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(
+            predicates::generation.combine(deleting),
+            PredicateConfig::default(),
+        );
+    let (watches, triggers) = watch::Watches::new(managed.clone(), connection.cluster.clone());
+    let works_controller = Controller::for_stream(work_changes, works.clone())
+        .reconcile_on(triggers)
         .with_config(ControllerConfig::default().concurrency(options.workers));
+
+    let applied_api: Api<AppliedManifestWork> = Api::all(managed.clone());
+    let (applied, applied_writer) = reflector::store();
+    let applied_changes = reflector(applied_writer, watcher(applied_api, watcher::Config::default()))
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(
+            predicates::generation.combine(deleting),
+            PredicateConfig::default(),
+        );
+    let applied_controller = Controller::for_stream(applied_changes, applied.clone());
+
     let hash = hub_hash(&connection.server);
     let context = Arc::new(Context {
         hub: connection.client,
@@ -134,12 +177,12 @@ async fn run_controllers(managed: Client, options: AgentOptions, connection: hub
         cluster: connection.cluster,
         agent_id: options.agent_id.clone().unwrap_or_else(|| hash.clone()),
         hub_hash: hash,
-        discovery: discovery::Discovery::new(managed.clone()),
-        works: works_controller.store(),
+        discovery: discovery::Discovery::new(managed),
+        works,
+        applied,
+        watches,
         options,
     });
-    let applied_api: Api<AppliedManifestWork> = Api::all(managed);
-    let applied_controller = Controller::new(applied_api, watcher::Config::default());
     let applied_context = context.clone();
     tokio::join!(
         flotilla_kube::controller::run(

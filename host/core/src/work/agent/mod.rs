@@ -17,3 +17,4 @@ pub mod order;
 pub mod ownership;
 pub mod rules;
 pub mod update;
+pub mod watch;

@@ -49,6 +49,23 @@ pub fn apply_order(kinds: &[Option<&str>]) -> Vec<usize> {
     order
 }
 
+/// [`apply_order`] cut into waves of one rank each: the manifests of a wave do not depend on
+/// each other (OCM's ranks put every dependency in an earlier rank), so a wave may be applied
+/// concurrently, while waves follow each other. Empty input gives no waves.
+pub fn apply_waves(kinds: &[Option<&str>]) -> Vec<Vec<usize>> {
+    let mut waves: Vec<Vec<usize>> = Vec::new();
+    let mut current_rank = None;
+    for index in apply_order(kinds) {
+        let rank = kind_rank(kinds[index]);
+        match waves.last_mut() {
+            Some(wave) if current_rank == Some(rank) => wave.push(index),
+            _ => waves.push(vec![index]),
+        }
+        current_rank = Some(rank);
+    }
+    waves
+}
+
 #[cfg(test)]
 mod tests {
     use rstest::rstest;
@@ -92,5 +109,20 @@ mod tests {
             Some("Gadget"),
         ];
         assert_eq!(apply_order(&kinds), vec![1, 3, 2, 4, 0]);
+    }
+
+    #[rstest]
+    #[case::empty(&[], vec![])]
+    #[case::one_rank_is_one_wave(&[Some("ConfigMap"), Some("Secret")], vec![vec![0, 1]])]
+    #[case::ranks_follow_each_other(
+        &[Some("Deployment"), Some("ConfigMap"), Some("Namespace"), Some("Secret")],
+        vec![vec![2], vec![1, 3], vec![0]]
+    )]
+    #[case::custom_resources_after_their_crd(
+        &[Some("Widget"), Some("CustomResourceDefinition"), Some("Gadget"), None],
+        vec![vec![1], vec![0, 2], vec![3]]
+    )]
+    fn waves_group_one_rank_in_spec_order(#[case] kinds: &[Option<&str>], #[case] expected: Vec<Vec<usize>>) {
+        assert_eq!(apply_waves(kinds), expected);
     }
 }

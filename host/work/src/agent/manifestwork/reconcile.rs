@@ -1,12 +1,20 @@
 //! One reconcile of a ManifestWork, in OCM's order of steps:
 //!
 //! 1. gone → nothing; deleting → `Deleting`, delete the AppliedManifestWork, wait for its
-//!    clean-up, release the finalizer; no finalizer → add it; `Complete` → leave it;
-//! 2. ensure the AppliedManifestWork `<hubHash>-<work>` (finalizer, the work's labels);
-//! 3. apply every manifest in kind order with its strategy (executor checked first);
+//!    clean-up, release the finalizer; `Complete` → leave it;
+//! 2. no finalizer → add it, and at the same time ensure the AppliedManifestWork
+//!    `<hubHash>-<work>` (finalizer, the work's labels; read from the store when it has it);
+//! 3. apply every manifest in kind order with its strategy (executor checked first), the
+//!    manifests of one rank at once;
 //! 4. record the applied objects (sorted, with uids) and clean up those no longer in the spec;
-//! 5. read each object back: `Available`, feedback, condition rules; aggregate the work's
-//!    conditions; patch status once if it changed.
+//! 5. from each object as written or read: `Available`, feedback, condition rules; aggregate
+//!    the work's conditions; write the record and the status at once, each only if changed;
+//! 6. watch the objects whose feedback is watched (`feedbackScrapeType: Watch`); requeue
+//!    after the status-sync interval only when polled status needs it.
+//!
+//! A new work costs two requests on the hub (finalizer, status) and, on the managed cluster,
+//! the record's create and status beside one write per object; in three round trips plus one
+//! per rank.
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
@@ -14,8 +22,8 @@ use flotilla_api::work::{
     consts::{APPLIED_MANIFEST_WORK_FINALIZER, MANIFEST_WORK_FINALIZER, manifest_work::CONDITION_COMPLETE},
     v1::{
         AppliedManifestResourceMeta, AppliedManifestWork, AppliedManifestWorkSpec, AppliedManifestWorkStatus,
-        ManifestCondition, ManifestConfigOption, ManifestResourceMeta, ManifestWork, ManifestWorkStatus,
-        StatusFeedbackResult, UpdateStrategyType,
+        FeedbackScrapeType, ManifestCondition, ManifestConfigOption, ManifestResourceMeta, ManifestWork,
+        ManifestWorkStatus, StatusFeedbackResult, UpdateStrategyType,
     },
 };
 use flotilla_core::{
@@ -26,11 +34,13 @@ use flotilla_core::{
             manifest_available, merge, work_conditions,
         },
         feedback, names,
-        order::apply_order,
+        order::apply_waves,
         ownership::{owned_by_work, owner_reference, required_owner, sort_applied, untracked},
         rules,
+        watch::{MetadataKeys, Wake, WatchedKind, WatchedObject},
     },
 };
+use futures::{FutureExt as _, StreamExt as _, stream};
 use k8s_openapi::{
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition, jiff::Timestamp,
 };
@@ -38,7 +48,9 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams},
     core::GroupVersionKind,
-    runtime::{conditions::is_crd_established, controller::Action, wait::await_condition},
+    runtime::{
+        conditions::is_crd_established, controller::Action, reflector::ObjectRef, wait::await_condition,
+    },
 };
 use serde_json::Value;
 
@@ -53,6 +65,9 @@ struct ManifestResult {
     uid: Option<String>,
     /// Whether the group/resource is known (else the manifest's name blocks clean-up).
     resolved: bool,
+    /// When the agent keeps the object as written (applied with Update or ServerSideApply),
+    /// the manifest's label and annotation keys: a change of its content is drift.
+    kept: Option<MetadataKeys>,
 }
 
 /// Reconciles `work`.
@@ -62,41 +77,32 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
     let applied_api: Api<AppliedManifestWork> = Api::all(ctx.managed.clone());
 
     if work.meta().deletion_timestamp.is_some() {
-        return finalize(&work, &works, &applied_api, &applied_name).await;
+        return finalize(&ctx, &work, &works, &applied_api, &applied_name).await;
     }
-    // Add the finalizer and go on with the object the write returned (its resourceVersion
-    // guards the status write below), rather than waiting for the watch to bring it back.
-    let work = if flotilla_kube::finalizer::has(work.as_ref(), MANIFEST_WORK_FINALIZER) {
-        work
-    } else {
-        let mut finalizers = work.metadata.finalizers.clone().unwrap_or_default();
-        finalizers.push(MANIFEST_WORK_FINALIZER.to_owned());
-        let patch = serde_json::json!({ "metadata": {
-            "resourceVersion": work.metadata.resource_version, "finalizers": finalizers,
-        }});
-        Arc::new(
-            works
-                .patch(&work.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(Error::kube(format!(
-                    "add the finalizer to ManifestWork {}",
-                    work.name_any()
-                )))?,
-        )
-    };
     let status = work.status.clone().unwrap_or_default();
-    if is_true(&status.conditions, CONDITION_COMPLETE) {
+    let complete = is_true(&status.conditions, CONDITION_COMPLETE);
+    let has_finalizer = flotilla_kube::finalizer::has(work.as_ref(), MANIFEST_WORK_FINALIZER);
+    if complete {
+        ctx.watches.set(&work.name_any(), BTreeMap::new());
+        if !has_finalizer {
+            add_finalizer(&works, &work).await?;
+        }
         return Ok(Action::await_change());
     }
-
-    let applied = ensure_applied(
-        &ctx,
-        &work,
-        &applied_api,
-        &applied_name,
-        status.conditions.is_empty(),
-    )
-    .await?;
+    // A new work: add the finalizer and make sure of its AppliedManifestWork at once (nothing
+    // is applied before both are written: a work deleted meanwhile leaves only an empty
+    // record, which eviction removes), and go on with the object the finalizer write returned
+    // (its resourceVersion guards the status write below).
+    let (work, applied) = if has_finalizer {
+        let applied = ensure_applied(&ctx, &work, &applied_api, &applied_name).await?;
+        (work, applied)
+    } else {
+        let (work, applied) = futures::try_join!(
+            add_finalizer(&works, &work),
+            ensure_applied(&ctx, &work, &applied_api, &applied_name),
+        )?;
+        (Arc::new(work), applied)
+    };
     if applied.meta().deletion_timestamp.is_some() {
         return Err(Error::Waiting(format!(
             "AppliedManifestWork {applied_name} to finish deleting"
@@ -163,12 +169,11 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
         applied_resources: records,
         eviction_start_time: previous.eviction_start_time.clone(),
     };
-    crate::agent::appliedmanifestwork::patch_status(&applied_api, &applied, &desired_applied).await?;
-
     // Status.
     let now = Timestamp::now();
     let mut manifests = Vec::with_capacity(results.len());
     let mut needs_polling = false;
+    let mut watched = BTreeMap::new();
     for result in &results {
         let config = find_config(&work.spec.manifest_configs, &result.meta);
         let mut desired = vec![
@@ -176,6 +181,16 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
             manifest_available(&result.availability, generation),
         ];
         let mut values = Vec::new();
+        // Watched feedback: the object's changes (its creation too) wake the work instead of
+        // the status-sync poll.
+        // Drift: a change of an object the work keeps as written wakes it instead of the
+        // resync.
+        let watch = result.resolved && watches_feedback(config);
+        if watch {
+            watched.insert(watched_object(&result.meta), Wake::AnyChange);
+        } else if let Some(keys) = &result.kept {
+            watched.insert(watched_object(&result.meta), Wake::Content(keys.clone()));
+        }
         if let Some(live) = &result.live {
             let feedback_rules = config.map(|c| c.feedback_rules.as_slice()).unwrap_or_default();
             let (found, errors) = feedback::values(
@@ -199,7 +214,7 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
             ) {
                 desired.push(from_rule(&condition, generation));
             }
-            needs_polling |= !feedback_rules.is_empty() || !condition_rules.is_empty();
+            needs_polling |= (!feedback_rules.is_empty() || !condition_rules.is_empty()) && !watch;
         }
         let old = status
             .resource_status
@@ -224,8 +239,21 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
         conditions,
         resource_status: flotilla_api::work::v1::ManifestResourceStatus { manifests },
     };
-    flotilla_kube::status::patch_if_changed(&works, work.as_ref(), work.status.as_ref(), &desired_status)
-        .await?;
+    // The record and the work's status do not depend on each other: written at once.
+    futures::try_join!(
+        crate::agent::appliedmanifestwork::patch_status(&applied_api, &applied, &desired_applied),
+        async {
+            flotilla_kube::status::patch_if_changed(
+                &works,
+                work.as_ref(),
+                work.status.as_ref(),
+                &desired_status,
+            )
+            .await
+            .map_err(Error::from)
+        },
+    )?;
+    ctx.watches.set(&work.name_any(), watched);
 
     if let Some(error) = cleanup_error {
         return Err(error);
@@ -245,6 +273,42 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
 /// `base` ±50 %.
 fn jittered(base: Duration) -> Duration {
     base.mul_f64(0.5 + fastrand::f64())
+}
+
+/// The label and annotation keys `manifest` sets.
+fn metadata_keys(manifest: &Value) -> MetadataKeys {
+    let keys = |field: &str| {
+        manifest
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_object)
+            .map(|map| map.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    MetadataKeys {
+        labels: keys("labels"),
+        annotations: keys("annotations"),
+    }
+}
+
+/// Whether `config` asks for its status (feedback or condition rules) to be watched.
+fn watches_feedback(config: Option<&ManifestConfigOption>) -> bool {
+    config.is_some_and(|c| {
+        c.feedback_scrape_type == Some(FeedbackScrapeType::Watch)
+            && (!c.feedback_rules.is_empty() || !c.condition_rules.is_empty())
+    })
+}
+
+fn watched_object(meta: &ManifestResourceMeta) -> WatchedObject {
+    WatchedObject {
+        kind: WatchedKind {
+            group: meta.group.clone(),
+            version: meta.version.clone(),
+            resource: meta.resource.clone(),
+            namespaced: !meta.namespace.is_empty(),
+        },
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone(),
+    }
 }
 
 fn record(meta: &ManifestResourceMeta, uid: &str) -> AppliedManifestResourceMeta {
@@ -279,21 +343,41 @@ fn find_config<'a>(
     })
 }
 
-/// The AppliedManifestWork `name`, created when missing. A work without status is most likely
-/// new, so creating is tried first for it (reading first for the others).
+/// Adds the work finalizer; returns the work as written.
+async fn add_finalizer(works: &Api<ManifestWork>, work: &ManifestWork) -> Result<ManifestWork> {
+    let mut finalizers = work.metadata.finalizers.clone().unwrap_or_default();
+    finalizers.push(MANIFEST_WORK_FINALIZER.to_owned());
+    let patch = serde_json::json!({ "metadata": {
+        "resourceVersion": work.metadata.resource_version, "finalizers": finalizers,
+    }});
+    works
+        .patch(&work.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(Error::kube(format!(
+            "add the finalizer to ManifestWork {}",
+            work.name_any()
+        )))
+}
+
+/// The AppliedManifestWork `name` as the agent's store holds it, if the store has been filled
+/// (`None` while it is being listed, or when it does not hold the record).
+fn stored_applied(ctx: &Context, name: &str) -> Option<AppliedManifestWork> {
+    ctx.applied.wait_until_ready().now_or_never()?.ok()?;
+    ctx.applied
+        .get(&ObjectRef::new(name))
+        .map(|applied| applied.as_ref().clone())
+}
+
+/// The AppliedManifestWork `name`, created when missing: read from the store (the watch has
+/// it), else created first (the usual case: a new work) and read from the server only if it
+/// exists (the store was behind).
 async fn ensure_applied(
     ctx: &Context,
     work: &ManifestWork,
     api: &Api<AppliedManifestWork>,
     name: &str,
-    new_work: bool,
 ) -> Result<AppliedManifestWork> {
-    if !new_work
-        && let Some(existing) = api
-            .get_opt(name)
-            .await
-            .map_err(Error::kube(format!("read AppliedManifestWork {name}")))?
-    {
+    if let Some(existing) = stored_applied(ctx, name) {
         return Ok(existing);
     }
     let applied = AppliedManifestWork {
@@ -324,13 +408,15 @@ async fn ensure_applied(
 }
 
 /// Deleting work: `Deleting`, then the AppliedManifestWork (whose own finalizer removes the
-/// objects), then the work's finalizer once the record is gone.
+/// objects), then the work's finalizer once the record is gone. Its watches stop at once.
 async fn finalize(
+    ctx: &Context,
     work: &ManifestWork,
     works: &Api<ManifestWork>,
     applied_api: &Api<AppliedManifestWork>,
     applied_name: &str,
 ) -> Result<Action> {
+    ctx.watches.set(&work.name_any(), BTreeMap::new());
     if !flotilla_kube::finalizer::has(work, MANIFEST_WORK_FINALIZER) {
         return Ok(Action::await_change());
     }
@@ -386,8 +472,11 @@ fn identity(manifest: &Value) -> Option<(String, String, String, String)> {
     ))
 }
 
-/// Applies every manifest in kind order; returns results in spec order and whether an executor
-/// was denied.
+/// Manifests of one wave applied at once, at most.
+const WAVE_CONCURRENCY: usize = 8;
+
+/// Applies every manifest in kind order, the manifests of one rank at once
+/// ([`apply_waves`]); returns results in spec order and whether an executor was denied.
 async fn apply_all(
     ctx: &Context,
     work: &ManifestWork,
@@ -403,25 +492,38 @@ async fn apply_all(
     let executor_user = executor::executor_user(work.spec.executor.as_ref());
     let mut results: BTreeMap<usize, ManifestResult> = BTreeMap::new();
     let mut flags = Flags::default();
-    for index in apply_order(&kinds) {
-        let manifest = &manifests[index].0;
-        let ordinal = i32::try_from(index).unwrap_or(i32::MAX);
-        let result = apply_one(
-            ctx,
-            work,
-            status,
-            owner,
-            manifest,
-            ordinal,
-            executor_user.as_deref(),
-            recorded,
-            &mut flags,
-        )
-        .await;
-        results.insert(index, result);
+    for wave in apply_waves(&kinds) {
+        let crd_applied = flags.crd_applied;
+        let applied: Vec<(usize, ManifestResult, Flags)> = stream::iter(wave)
+            .map(|index| {
+                let ordinal = i32::try_from(index).unwrap_or(i32::MAX);
+                let executor_user = executor_user.as_deref();
+                async move {
+                    let (result, flags) = apply_one(
+                        ctx,
+                        work,
+                        status,
+                        owner,
+                        &manifests[index].0,
+                        ordinal,
+                        executor_user,
+                        recorded,
+                        crd_applied,
+                    )
+                    .await;
+                    (index, result, flags)
+                }
+            })
+            .buffered(WAVE_CONCURRENCY)
+            .collect()
+            .await;
+        for (index, result, wave_flags) in applied {
+            flags.denied |= wave_flags.denied;
+            flags.crd_applied |= wave_flags.crd_applied;
+            results.insert(index, result);
+        }
     }
-    let denied = flags.denied;
-    (results.into_values().collect(), denied)
+    (results.into_values().collect(), flags.denied)
 }
 
 /// What one manifest's apply tells the later ones.
@@ -443,19 +545,24 @@ async fn apply_one(
     ordinal: i32,
     executor_user: Option<&str>,
     recorded: &[AppliedManifestResourceMeta],
-    flags: &mut Flags,
-) -> ManifestResult {
+    crd_applied: bool,
+) -> (ManifestResult, Flags) {
+    let mut flags = Flags::default();
     let mut meta = ManifestResourceMeta {
         ordinal,
         ..ManifestResourceMeta::default()
     };
-    let failed = |meta: ManifestResourceMeta, message: String, resolved: bool| ManifestResult {
-        meta,
-        outcome: ApplyOutcome::Failed(message),
-        availability: Availability::IncompleteMeta,
-        live: None,
-        uid: None,
-        resolved,
+    let failed = |meta: ManifestResourceMeta, message: String, resolved: bool| {
+        let result = ManifestResult {
+            meta,
+            outcome: ApplyOutcome::Failed(message),
+            availability: Availability::IncompleteMeta,
+            live: None,
+            uid: None,
+            resolved,
+            kept: None,
+        };
+        (result, Flags::default())
     };
     let Some((api_version, kind, name, namespace)) = identity(manifest) else {
         return failed(
@@ -476,7 +583,7 @@ async fn apply_one(
     let gvk = GroupVersionKind::gvk(&group, &version, &kind);
     let mut resolved = ctx.discovery.resolve(&gvk).await;
     // Discovery serves a just-Established CRD's kind a moment later.
-    let mut attempts = if flags.crd_applied { 10 } else { 0 };
+    let mut attempts = if crd_applied { 10 } else { 0 };
     while resolved.is_err() && attempts > 0 {
         tokio::time::sleep(Duration::from_millis(300)).await;
         resolved = ctx.discovery.resolve(&gvk).await;
@@ -596,14 +703,28 @@ async fn apply_one(
         Ok(None) => (Availability::NotFound, None),
         Err(error) => (Availability::FetchFailed(error.to_string()), None),
     };
+    let kept = !complete
+        && outcome == ApplyOutcome::Applied
+        && matches!(
+            strategy,
+            UpdateStrategyType::Update | UpdateStrategyType::ServerSideApply
+        );
+    if let Some(object) = &live
+        && (kept || watches_feedback(config))
+    {
+        ctx.watches.observed(watched_object(&meta), &object.metadata);
+    }
     let uid = live.as_ref().and_then(|o| o.metadata.uid.clone());
     let live = live.and_then(|o| serde_json::to_value(o).ok());
-    ManifestResult {
+    let kept = (kept && live.is_some()).then(|| metadata_keys(manifest));
+    let result = ManifestResult {
         meta,
         outcome,
         availability,
         live,
         uid,
         resolved: true,
-    }
+        kept,
+    };
+    (result, flags)
 }
