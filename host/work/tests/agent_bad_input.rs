@@ -14,6 +14,8 @@ use k8s_openapi::api::{
     core::v1::ConfigMap,
     rbac::v1::{Role, RoleBinding},
 };
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, api::PostParams};
 use serde_json::{Value, json};
 
@@ -44,14 +46,27 @@ async fn each_bad_manifest_fails_alone_with_a_message_while_the_others_apply() {
     let agent = start_agent("cluster-bad").await;
     let ns = "work-bad";
     namespace(&agent.managed, ns).await;
-    // A CRD whose short name collides with another's plural is never Established.
+    // A CRD whose short name collides with the plural of an Established CRD is never
+    // Established. The other CRD is created (and Established) first: when two colliding CRDs
+    // arrive together, the apiserver accepts whichever it names first.
+    let crds: Api<CustomResourceDefinition> = Api::all(agent.managed.clone());
+    let taken: CustomResourceDefinition =
+        serde_json::from_value(crd("gammas.bad.flotilla.dev", "gammas", "Gamma", &[])).unwrap();
+    crds.create(&PostParams::default(), &taken).await.unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        await_condition(crds, "gammas.bad.flotilla.dev", conditions::is_crd_established()),
+    )
+    .await
+    .expect("the CRD gammas is Established")
+    .unwrap();
     let manifests = vec![
         config_map(ns, "good"),
         json!({ "apiVersion": "nothing.flotilla.dev/v1", "kind": "Gadget", "metadata": { "name": "g", "namespace": ns } }),
         json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "Not_A_Valid_Name", "namespace": ns } }),
         config_map("no-such-namespace", "lost"),
         crd("alphas.bad.flotilla.dev", "alphas", "Alpha", &[]),
-        crd("betas.bad.flotilla.dev", "betas", "Beta", &["alphas"]),
+        crd("betas.bad.flotilla.dev", "betas", "Beta", &["gammas"]),
         json!({ "apiVersion": "bad.flotilla.dev/v1", "kind": "Beta", "metadata": { "name": "b", "namespace": ns } }),
     ];
     agent.create(&work("bad", manifests)).await;
@@ -61,6 +76,7 @@ async fn each_bad_manifest_fails_alone_with_a_message_while_the_others_apply() {
                 .as_ref()
                 .is_some_and(|s| s.resource_status.manifests.len() == 7)
                 && manifest_condition(w, 0, "Applied").is_some_and(|c| c.status == "True")
+                && manifest_condition(w, 4, "Applied").is_some_and(|c| c.status == "True")
         })
         .await;
     let applied = work_condition(&failed, "Applied").unwrap();
