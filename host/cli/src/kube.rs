@@ -40,3 +40,14 @@ pub async fn client_for(path: Option<&Path>, global: &GlobalArgs) -> anyhow::Res
 pub async fn client(global: &GlobalArgs) -> anyhow::Result<(Client, Config)> {
     client_for(global.kubeconfig.as_deref(), global).await
 }
+
+/// A client for the cluster of the global `--kubeconfig` whose requests are counted in the
+/// process's `flotilla_apiserver_requests_total` (for the long-running components).
+pub async fn instrumented_client(global: &GlobalArgs) -> anyhow::Result<(Client, Config)> {
+    let (_, config) = client(global).await?;
+    let client = kube::client::ClientBuilder::try_from(config.clone())
+        .context("build Kubernetes client")?
+        .with_layer(&flotilla_kube::metrics::CountRequestsLayer)
+        .build();
+    Ok((client, config))
+}

@@ -10,6 +10,7 @@ mod init;
 mod join;
 mod kube;
 mod local;
+mod ops;
 mod output;
 mod plugin;
 mod register;

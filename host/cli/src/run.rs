@@ -14,7 +14,7 @@ use flotilla_registration::{agent, hub, names};
 use flotilla_wasm::controller::ControllerConfig;
 use flotilla_wasm::{AllocatorChoice, FaultPolicy, PluginRegistry, Runtime, RuntimeConfig};
 
-use crate::{cli::GlobalArgs, kube::client};
+use crate::{cli::GlobalArgs, kube::instrumented_client};
 
 /// How the plugin engine allocates instances.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -76,6 +76,143 @@ pub struct HubArgs {
     /// address); it goes into the serving certificate and the registered URL.
     #[arg(long)]
     pub webhook_host: Option<String>,
+    #[command(flatten)]
+    pub ops: OpsArgs,
+    #[command(flatten)]
+    pub leader: LeaderArgs,
+}
+
+/// Where `/metrics`, `/healthz` and `/readyz` are served.
+#[derive(Debug, Args)]
+pub struct OpsArgs {
+    /// Address of the plain-HTTP metrics and health endpoint; port 0 picks a free one (printed).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub ops_bind: std::net::SocketAddr,
+}
+
+/// Lease-based leader election among replicas (durations as OCM's controllers use by default).
+#[derive(Debug, Args)]
+pub struct LeaderArgs {
+    /// Act without electing a leader (one replica only).
+    #[arg(long)]
+    pub disable_leader_election: bool,
+    /// Namespace of the leader lease.
+    #[arg(long, default_value = names::HUB_NAMESPACE)]
+    pub leader_election_namespace: String,
+    /// This replica's identity in the lease (default: host name and a random suffix).
+    #[arg(long)]
+    pub leader_election_identity: Option<String>,
+    /// How long followers wait after the leader's last renewal (e.g. `137s`).
+    #[arg(long, default_value = "137s", value_parser = parse_duration)]
+    pub leader_election_lease_duration: Duration,
+    /// How long the leader acts without a successful renewal (e.g. `107s`).
+    #[arg(long, default_value = "107s", value_parser = parse_duration)]
+    pub leader_election_renew_deadline: Duration,
+    /// How often to try to acquire or renew the lease (e.g. `26s`).
+    #[arg(long, default_value = "26s", value_parser = parse_duration)]
+    pub leader_election_retry_period: Duration,
+}
+
+impl LeaderArgs {
+    /// The election for lease `name`, or None when disabled.
+    fn election(&self, name: &str) -> Option<flotilla_kube::leader::LeaderElection> {
+        (!self.disable_leader_election).then(|| flotilla_kube::leader::LeaderElection {
+            namespace: self.leader_election_namespace.clone(),
+            name: name.to_owned(),
+            identity: self
+                .leader_election_identity
+                .clone()
+                .unwrap_or_else(default_identity),
+            lease_duration: self.leader_election_lease_duration,
+            renew_deadline: self
+                .leader_election_renew_deadline
+                .min(self.leader_election_lease_duration),
+            retry_period: self.leader_election_retry_period,
+        })
+    }
+}
+
+/// `<host name>_<random>`, as client-go names candidates: unique per process.
+fn default_identity() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "flotilla".to_owned());
+    format!("{host}_{:08x}", fastrand::u32(..))
+}
+
+/// Runs `work` under `election` (or directly when disabled), reporting leadership in metrics.
+async fn leading<F: Future<Output = anyhow::Result<()>>>(
+    client: &kube::Client,
+    election: Option<flotilla_kube::leader::LeaderElection>,
+    work: F,
+) -> anyhow::Result<()> {
+    let Some(election) = election else {
+        return work.await;
+    };
+    struct Gauge(String);
+    impl flotilla_kube::leader::LeaderObserver for Gauge {
+        fn leading(&self, leading: bool) {
+            flotilla_kube::metrics::global().set_leader(&self.0, leading);
+        }
+    }
+    ensure_namespace(client, &election.namespace).await?;
+    let api = kube::Api::namespaced(client.clone(), &election.namespace);
+    eprintln!(
+        "flotilla: waiting to lead lease {}/{} as {}",
+        election.namespace, election.name, election.identity
+    );
+    election
+        .run(api, &Gauge(election.name.clone()), work)
+        .await
+        .context("leader election")?
+}
+
+/// Creates the lease's namespace when missing (the hub's own namespace, which `flotilla init`
+/// and deploy/hub create too), so a hub started on a bare cluster does not wait forever.
+async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
+    if namespaces
+        .get_opt(name)
+        .await
+        .with_context(|| format!("read namespace {name}"))?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let namespace = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match namespaces
+        .create(&kube::api::PostParams::default(), &namespace)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(error).with_context(|| format!("create the leader lease namespace {name}")),
+    }
+}
+
+/// Starts the metrics and health endpoint with the process's series.
+async fn serve_ops(
+    args: &OpsArgs,
+    client: &kube::Client,
+    plugins: Option<&PluginRegistry>,
+    component: &str,
+) -> anyhow::Result<()> {
+    let mut registry = prometheus_client::registry::Registry::default();
+    flotilla_kube::metrics::global().register(&mut registry);
+    if let Some(plugins) = plugins {
+        plugins.runtime().metrics().register(&mut registry);
+    }
+    let addr = crate::ops::serve(args.ops_bind, registry, client.clone()).await?;
+    eprintln!("flotilla {component}: metrics and health at http://{addr} (/metrics, /healthz, /readyz)");
+    Ok(())
 }
 
 impl HubArgs {
@@ -140,6 +277,8 @@ pub struct KlusterletArgs {
     /// How often the work agent refreshes status feedback (e.g. `10s`).
     #[arg(long = "status-sync-interval", default_value = "10s", value_parser = parse_duration)]
     pub status_sync_interval: std::time::Duration,
+    #[command(flatten)]
+    pub ops: OpsArgs,
 }
 
 /// A duration such as `90s`, `60m` or `1h 30m` (jiff's friendly format).
@@ -150,16 +289,12 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     std::time::Duration::try_from(signed).map_err(|_| format!("{text:?} must not be negative"))
 }
 
-/// Runs the hub's controllers against the hub of `--kubeconfig` until interrupted.
+/// Runs the hub's controllers against the hub of `--kubeconfig` until interrupted. Every
+/// replica serves the webhook and the metrics and health endpoint; only the elected leader
+/// writes (admission objects, the webhook registration, the controllers).
 pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal()?;
-    let (client, _) = client(global).await.context("connect to the hub")?;
-    flotilla_registration::admission::install(&client)
-        .await
-        .context("install admission policies")?;
-    flotilla_work::admission::install(&client)
-        .await
-        .context("install the ManifestWork admission policy")?;
+    let (client, _) = instrumented_client(global).await.context("connect to the hub")?;
     let host = args
         .webhook_host
         .clone()
@@ -172,23 +307,53 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
         webhook.addr.port(),
         flotilla_work::webhook::VALIDATE_PATH
     );
-    flotilla_work::webhook::register(&client, &url, &webhook.ca_pem)
-        .await
-        .context("register the ManifestWork webhook")?;
-    eprintln!("flotilla hub: ManifestWork webhook at {url}");
     let plugin_host = if args.no_plugin_host {
-        eprintln!(
-            "flotilla hub: running registration, placement and work controllers (plugin host and add-on manager disabled)"
-        );
         None
     } else {
         let runtime = Runtime::new(args.runtime_config()).context("start the plugin runtime")?;
-        eprintln!(
-            "flotilla hub: running registration, placement and work controllers, the plugin host ({:?} allocator) and the add-on manager",
-            runtime.allocator()
-        );
         Some(Arc::new(PluginRegistry::new(runtime)))
     };
+    serve_ops(&args.ops, &client, plugin_host.as_deref(), "hub").await?;
+    let controllers = async {
+        flotilla_registration::admission::install(&client)
+            .await
+            .context("install admission policies")?;
+        flotilla_work::admission::install(&client)
+            .await
+            .context("install the ManifestWork admission policy")?;
+        flotilla_work::webhook::register(&client, &url, &webhook.ca_pem)
+            .await
+            .context("register the ManifestWork webhook")?;
+        eprintln!("flotilla hub: ManifestWork webhook at {url}");
+        run_hub_controllers(client.clone(), args, plugin_host).await
+    };
+    let until_stopped = async {
+        tokio::select! {
+            result = controllers => result,
+            result = shutdown => result,
+        }
+    };
+    leading(&client, args.leader.election(HUB_LEASE), until_stopped).await
+}
+
+/// Name of the hub replicas' leader lease.
+const HUB_LEASE: &str = "flotilla-hub";
+
+/// The hub's controllers, until one stops.
+async fn run_hub_controllers(
+    client: kube::Client,
+    args: &HubArgs,
+    plugin_host: Option<Arc<PluginRegistry>>,
+) -> anyhow::Result<()> {
+    match &plugin_host {
+        None => eprintln!(
+            "flotilla hub: running registration, placement and work controllers (plugin host and add-on manager disabled)"
+        ),
+        Some(registry) => eprintln!(
+            "flotilla hub: running registration, placement and work controllers, the plugin host ({:?} allocator) and the add-on manager",
+            registry.runtime().allocator()
+        ),
+    }
     let plugins = {
         let client = client.clone();
         let config = args.controller_config();
@@ -221,14 +386,16 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
         () = work => anyhow::bail!("hub work controllers stopped"),
         () = plugins => anyhow::bail!("the AddOnPlugin controller stopped"),
         () = addons => anyhow::bail!("the add-on manager stopped"),
-        result = shutdown => result,
     }
 }
 
 /// Runs the klusterlet against the managed cluster of `--kubeconfig` until interrupted.
 pub async fn klusterlet(global: &GlobalArgs, args: &KlusterletArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal()?;
-    let (client, _) = client(global).await.context("connect to the managed cluster")?;
+    let (client, _) = instrumented_client(global)
+        .await
+        .context("connect to the managed cluster")?;
+    serve_ops(&args.ops, &client, None, "klusterlet").await?;
     let options = agent::AgentOptions {
         cluster_name: args.cluster_name.clone(),
         agent_name: args.agent_name.clone(),

@@ -53,7 +53,7 @@ async fn plugin_register_and_addon_enable_deploy_an_addon_that_get_addons_shows_
     let log = std::fs::File::create(dir.path().join("hub.log")).unwrap();
     let _hub = Running(
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args(["hub", "--plugin-cache-dir"])
+            .args(["hub", "--disable-leader-election", "--plugin-cache-dir"])
             .arg(dir.path().join("artifacts"))
             .arg("--kubeconfig")
             .arg(kubeconfig)

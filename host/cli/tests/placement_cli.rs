@@ -37,6 +37,7 @@ async fn clusterset_commands_and_get_placements_show_what_the_hub_decided() {
     let _hub = Running(
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
             .arg("hub")
+            .arg("--disable-leader-election")
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .stdin(Stdio::null())

@@ -63,7 +63,13 @@ async fn hub_and_klusterlet_exit_with_success_on_sigterm() {
     let kubeconfig = cp.admin_kubeconfig().to_owned();
     let hub = tokio::task::spawn_blocking({
         let kubeconfig = kubeconfig.clone();
-        move || stops_on_sigterm(&kubeconfig, &["hub", "--no-plugin-host"], "running registration")
+        move || {
+            stops_on_sigterm(
+                &kubeconfig,
+                &["hub", "--disable-leader-election", "--no-plugin-host"],
+                "running registration",
+            )
+        }
     });
     assert!(
         hub.await.unwrap(),

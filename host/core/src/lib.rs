@@ -6,6 +6,7 @@
 pub mod addon;
 pub mod conditions;
 pub mod cosign;
+pub mod leader;
 pub mod names;
 pub mod placement;
 pub mod plugin_faults;

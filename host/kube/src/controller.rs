@@ -28,23 +28,40 @@ pub async fn run<K, C, E, F, Fut>(
 {
     let error_policy =
         move |object: Arc<K>, error: &E, _: Arc<C>| requeue_after_error(name, object.as_ref(), error);
-    controller
-        .run(reconcile, error_policy, context)
-        .for_each(|result| {
-            match result {
-                Ok((object, _)) => tracing::trace!(controller = name, %object, "reconciled"),
-                Err(controller::Error::ReconcilerFailed(error, object)) => {
-                    tracing::trace!(controller = name, %object, %error, "reconcile failed");
-                }
-                // A requeued object that was deleted meanwhile: expected, nothing to do.
-                Err(controller::Error::ObjectNotFound(object)) => {
-                    tracing::debug!(controller = name, %object, "object gone before its requeue");
-                }
-                Err(error) => tracing::warn!(controller = name, %error, "controller trouble"),
+    let metrics = crate::metrics::global();
+    let mut reconcile = reconcile;
+    let timed = move |object: Arc<K>, context: Arc<C>| {
+        let timer = metrics.reconcile_started(name);
+        let outcome = reconcile(object, context);
+        async move {
+            let result = outcome.await;
+            timer.finish(result.is_ok());
+            result
+        }
+    };
+    // Readiness: the controller's cache counts as synced once its first full list is in.
+    let store = controller.store();
+    metrics.cache_started(name);
+    let synced = async move {
+        if store.wait_until_ready().await.is_ok() {
+            metrics.cache_synced(name);
+        }
+    };
+    let running = controller.run(timed, error_policy, context).for_each(|result| {
+        match result {
+            Ok((object, _)) => tracing::trace!(controller = name, %object, "reconciled"),
+            Err(controller::Error::ReconcilerFailed(error, object)) => {
+                tracing::trace!(controller = name, %object, %error, "reconcile failed");
             }
-            std::future::ready(())
-        })
-        .await;
+            // A requeued object that was deleted meanwhile: expected, nothing to do.
+            Err(controller::Error::ObjectNotFound(object)) => {
+                tracing::debug!(controller = name, %object, "object gone before its requeue");
+            }
+            Err(error) => tracing::warn!(controller = name, %error, "controller trouble"),
+        }
+        std::future::ready(())
+    });
+    futures::join!(running, synced);
 }
 
 /// The error policy of every controller: log, then back off with [`crate::backoff`]. Conflicts

@@ -10,7 +10,8 @@
 //! - [`finalizer`]: add or remove one finalizer with a JSON patch that fails on a stale list;
 //! - [`apply`]: server-side apply under Flotilla's field manager;
 //! - [`backoff`]: the requeue policy for failed reconciles;
-//! - [`controller::run`]: the run loop with that policy and shared logging.
+//! - [`controller::run`]: the run loop with that policy, shared logging and metrics;
+//! - [`leader`]: lease-based leader election; [`metrics`]: the process's operational series.
 
 #![deny(missing_docs)]
 
@@ -20,6 +21,8 @@ pub mod controller;
 pub mod crds;
 pub mod error;
 pub mod finalizer;
+pub mod leader;
+pub mod metrics;
 pub mod status;
 
 pub use error::{Error, Result};

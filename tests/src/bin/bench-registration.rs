@@ -236,7 +236,7 @@ async fn main() -> anyhow::Result<()> {
     std::fs::write(hub_kubeconfig.path(), hub_cp.kubeconfig_for(HUB_USER, &[])?)?;
     let hub_process = flotilla_tests::KillOnDrop(
         Command::new(&flotilla)
-            .args(["hub", "--kubeconfig"])
+            .args(["hub", "--disable-leader-election", "--kubeconfig"])
             .arg(hub_kubeconfig.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

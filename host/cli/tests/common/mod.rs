@@ -155,6 +155,7 @@ pub fn start_hub(kubeconfig: &Path, log: &Path, args: &[&str]) -> Running {
     Running(
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
             .arg("hub")
+            .arg("--disable-leader-election")
             .args(args)
             .arg("--kubeconfig")
             .arg(kubeconfig)
