@@ -216,9 +216,20 @@ fn start_hub(kubeconfig: String, registry: Arc<PluginRegistry>) {
             return;
         };
         runtime.block_on(async move {
-            let Ok(client) = flotilla_testing::kubeconfig::client_from_yaml(&kubeconfig).await else {
+            // The hub's requests are counted, as `flotilla hub` counts them, for the summary.
+            let Ok(kubeconfig) = kube::config::Kubeconfig::from_yaml(&kubeconfig) else {
                 return;
             };
+            let Ok(config) = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await
+            else {
+                return;
+            };
+            let Ok(builder) = kube::client::ClientBuilder::try_from(config) else {
+                return;
+            };
+            let client = builder
+                .with_layer(&flotilla_kube::metrics::CountRequestsLayer)
+                .build();
             let options = flotilla_addon_manager::Options {
                 max_concurrent_renders: CONCURRENCY,
                 ..Default::default()
@@ -229,6 +240,25 @@ fn start_hub(kubeconfig: String, registry: Arc<PluginRegistry>) {
             );
         });
     });
+}
+
+/// Where the hub's effort went so far: reconciles per controller and outcome, and its API
+/// requests by verb, resource and response code (the counters of `flotilla hub`'s `/metrics`).
+fn effort_summary() -> String {
+    let mut registry = prometheus_client::registry::Registry::default();
+    flotilla_kube::metrics::global().register(&mut registry);
+    let mut text = String::new();
+    if prometheus_client::encoding::text::encode(&mut text, &registry).is_err() {
+        return String::new();
+    }
+    text.lines()
+        .filter(|l| {
+            l.starts_with("flotilla_controller_reconciles_total{")
+                || l.starts_with("flotilla_controller_reconcile_duration_seconds_sum{")
+                || l.starts_with("flotilla_apiserver_requests_total{")
+        })
+        .map(|l| format!("  {l}\n"))
+        .collect()
 }
 
 /// A phase's figures: wall time, CPU seconds, plugin seconds, resident MiB.
@@ -304,6 +334,7 @@ async fn main() -> anyhow::Result<()> {
     })
     .await?;
     let enabled = usage.report("enable through the Placement: every work exists", &registry);
+    print!("hub effort so far:\n{}", effort_summary());
 
     // The physical limit: the same works, created directly, same concurrency.
     let works: Vec<ManifestWork> = Api::<ManifestWork>::all(client.clone())

@@ -25,8 +25,9 @@ use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::ManifestWork;
 use flotilla_wasm::PluginRegistry;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::utils::PredicateConfig;
+use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, ResourceExt};
 
 use crate::Options;
@@ -34,6 +35,10 @@ use crate::Options;
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
+    /// ManagedClusters, slimmed to what rendering reads ([`slim_cluster`]).
+    pub(crate) clusters: Store<ManagedCluster>,
+    /// ClusterManagementAddOns.
+    pub(crate) cmas: Store<ClusterManagementAddOn>,
     pub(crate) registry: Arc<PluginRegistry>,
     pub(crate) options: Options,
     /// Bounds the plugin calls in flight ([`Options::max_concurrent_renders`]).
@@ -45,6 +50,18 @@ pub(crate) struct Context {
 
 /// Last plugin outputs by add-on, keyed by `<cluster>/<name>`: (input fingerprint, output).
 pub(crate) type Rendered = std::collections::HashMap<String, (u64, Arc<Vec<serde_json::Value>>)>;
+
+/// Keeps of a ManagedCluster what the deploy reads (metadata, `hubAcceptsClient`, claims and
+/// version for the plugin's inputs): conditions, capacity and managed fields are dropped, so
+/// the cache stays small.
+fn slim_cluster(cluster: &mut ManagedCluster) {
+    cluster.managed_fields_mut().clear();
+    if let Some(status) = cluster.status.as_mut() {
+        status.conditions = None;
+        status.capacity.clear();
+        status.allocatable.clear();
+    }
+}
 
 /// The add-ons in the store matching `keep`.
 fn select(
@@ -66,6 +83,27 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         watcher::Config::default(),
     );
     let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), controller.store());
+    // The clusters and CMAs a reconcile reads come from these caches, not a GET each time.
+    let (clusters, cluster_writer) = reflector::store();
+    let cluster_stream = reflector(
+        cluster_writer,
+        watcher(
+            Api::<ManagedCluster>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .modify(slim_cluster),
+    )
+    .touched_objects();
+    let (cmas, cma_writer) = reflector::store();
+    let cma_stream = reflector(
+        cma_writer,
+        watcher(
+            Api::<ClusterManagementAddOn>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .modify(|cma| cma.managed_fields_mut().clear()),
+    )
+    .touched_objects();
     let controller = controller
         .watches(
             Api::<ManifestWork>::all(client.clone()),
@@ -75,9 +113,10 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
                 Some(ObjectRef::new(addon).within(&work.namespace()?))
             },
         )
-        .watches(
-            Api::<ClusterManagementAddOn>::all(client.clone()),
-            watcher::Config::default(),
+        // Of a CMA the deploy reads only its annotations (is it ours?): its status, which the
+        // rollout controller writes at every step, must not re-render all its add-ons.
+        .watches_stream(
+            cma_stream.predicate_filter(predicates::annotations, PredicateConfig::default()),
             move |cma| {
                 let name = cma.name_any();
                 select(&by_cma, |a| a.name_any() == name)
@@ -91,16 +130,14 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
                 select(&by_plugin, |a| a.name_any() == name)
             },
         )
-        .watches(
-            Api::<ManagedCluster>::all(client.clone()),
-            watcher::Config::default(),
-            move |cluster| {
-                let name = cluster.name_any();
-                select(&by_cluster, |a| a.namespace().as_deref() == Some(name.as_str()))
-            },
-        );
+        .watches_stream(cluster_stream, move |cluster| {
+            let name = cluster.name_any();
+            select(&by_cluster, |a| a.namespace().as_deref() == Some(name.as_str()))
+        });
     let context = Arc::new(Context {
         client,
+        clusters,
+        cmas,
         registry,
         renders: tokio::sync::Semaphore::new(options.max_concurrent_renders.max(1)),
         rendered: std::sync::Mutex::new(Rendered::new()),

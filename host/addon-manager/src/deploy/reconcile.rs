@@ -15,7 +15,7 @@ use std::sync::Arc;
 use flotilla_api::addon::consts::{
     ADDON_NAME_LABEL, ADDON_PRE_DELETE_FINALIZER, managed_cluster_addon as mca,
 };
-use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, ManagedClusterAddOnStatus};
+use flotilla_api::addon::v1alpha1::{ManagedClusterAddOn, ManagedClusterAddOnStatus};
 use flotilla_api::addon::v1beta1::{AddOnConfig, ConfigGroupResource, ConfigReference};
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
@@ -40,6 +40,7 @@ use flotilla_wasm::types::ResolvedConfig;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
@@ -93,10 +94,14 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     }
     let client = &ctx.client;
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
-    let cluster = Api::<ManagedCluster>::all(client.clone())
-        .get_opt(&namespace)
-        .await
-        .map_err(error::read(format!("ManagedCluster {namespace}")))?;
+    // The caches fill before the first answer is trusted: a cluster or CMA missing from a
+    // cache still listing would otherwise look deleted.
+    let (clusters_ready, cmas_ready) =
+        futures::join!(ctx.clusters.wait_until_ready(), ctx.cmas.wait_until_ready());
+    if clusters_ready.is_err() || cmas_ready.is_err() {
+        return Ok(Action::requeue(ctx.options.retry));
+    }
+    let cluster = ctx.clusters.get(&ObjectRef::new(&namespace));
     let Some(cluster) = cluster.filter(|c| c.spec.hub_accepts_client) else {
         if deleting {
             // No agent will run the hooks on a cluster that left the hub.
@@ -106,10 +111,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         return Ok(Action::await_change());
     };
     if !deleting {
-        let cma = Api::<ClusterManagementAddOn>::all(client.clone())
-            .get_opt(&name)
-            .await
-            .map_err(error::read(format!("ClusterManagementAddOn {name}")))?;
+        let cma = ctx.cmas.get(&ObjectRef::new(&name));
         if !cma.is_some_and(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) {
             return Ok(Action::await_change());
         }
