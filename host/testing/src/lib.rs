@@ -15,6 +15,6 @@ pub mod shared;
 
 pub use flotilla_localenv::{
     ControlPlane, ControlPlaneBuilder, ControlPlaneState, Error, Result, binary, controlplane, error,
-    kubeconfig, pki, registry, wait,
+    kubeconfig, pki, plugins, ports, processes, registry, wait,
 };
 pub use shared::{init_tracing, shared, spawn_controllers_once};
