@@ -837,7 +837,12 @@ async fn flotilla(ctx: &Ctx, kubeconfig: &Path, args: &[&str]) -> anyhow::Result
     if !output.status.success() {
         bail!(
             "`flotilla {}` failed: {}",
-            args.first().copied().unwrap_or_default(),
+            args.iter()
+                .take_while(|a| !a.starts_with('-'))
+                .take(2)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" "),
             String::from_utf8_lossy(&output.stderr).trim()
         );
     }

@@ -365,3 +365,31 @@ fn an_interrupted_up_stops_what_it_started_and_the_next_up_works() {
     ok(flotilla(&state, &["down"]));
     assert_nothing_left(&state, &recorded, &layout);
 }
+
+#[test]
+fn a_failed_step_is_named_with_its_cause_and_log_and_what_up_started_is_stopped() {
+    let temp = tempfile::tempdir().unwrap();
+    let state = temp.path().join("state");
+    let _down = Down(&state);
+    let layout = Layout::new(22200, 1).unwrap();
+    // A plugin file that is no WebAssembly component: pushing it is refused.
+    let bogus = temp.path().join("bogus.wasm");
+    std::fs::write(&bogus, b"not a component").unwrap();
+
+    let output = command(&state, &["up", "--base-port", "22200", "--clusters", "1"])
+        .env(flotilla_testing::plugins::HELLOWORLD_ENV, &bogus)
+        .output()
+        .unwrap();
+    let err = failed(output);
+    assert!(
+        err.contains("step \"push helloworld to the registry\" failed"),
+        "{err}"
+    );
+    assert!(err.contains("`flotilla plugin push` failed"), "{err}");
+    assert!(err.contains("not a WebAssembly binary"), "{err}");
+    let log = state.join("logs").join("up.log");
+    assert!(err.contains(&format!("log: {}", log.display())), "{err}");
+    assert!(log.is_file(), "the named log is kept");
+    assert!(err.contains("nothing is left running"), "{err}");
+    assert_nothing_left(&state, &[], &layout);
+}
