@@ -36,6 +36,7 @@ pub async fn down(global: &GlobalArgs, args: &DownArgs) -> anyhow::Result<()> {
         eprintln!("nothing to stop: {} does not exist", state.display());
         return Ok(());
     }
+    let _lock = lock(&state)?;
     // Every port of the environment's layout must be free afterwards, not only the recorded ones.
     let mut ports: Vec<u16> = processes::read_all(&state)?
         .iter()
@@ -88,6 +89,22 @@ pub async fn down(global: &GlobalArgs, args: &DownArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Takes the state directory's lock for as long as the returned file lives, so that two `up`
+/// or `down` never work on one environment at once.
+pub fn lock(state: &Path) -> anyhow::Result<std::fs::File> {
+    std::fs::create_dir_all(state).with_context(|| format!("create {}", state.display()))?;
+    let path = state.join(".lock");
+    let file = std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "another `flotilla up` or `flotilla down` is working on {} right now; wait for it to end",
+            state.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("lock {}", path.display())),
+    }
+}
+
 /// Stops every process the state directory records and removes their pid files and the
 /// environment record; returns what happened to each. Also stops a klusterlet that
 /// `flotilla join --local` started but `up` had no time to record.
@@ -97,12 +114,15 @@ pub fn teardown(state: &Path) -> anyhow::Result<Vec<(String, Stopped)>> {
     for record in &records {
         processes::remove(state, &record.name)?;
     }
+    // Their directories stay: the klusterlet logs are what a person reads after a failure.
     if let Ok(entries) = std::fs::read_dir(state.join("klusterlets")) {
         for entry in entries.flatten() {
             let cluster = entry.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = crate::local::stop(state, &cluster)?
-                && !records.iter().any(|r| r.pid == pid)
+            if let Some(klusterlet) = crate::local::read(state, &cluster)
+                && !records.iter().any(|r| r.pid == klusterlet.pid)
+                && processes::runs(klusterlet.pid, &klusterlet.exe)
             {
+                crate::local::stop_process(klusterlet.pid, &klusterlet.exe);
                 outcome.push((format!("klusterlet-{cluster}"), Stopped::Terminated));
             }
         }

@@ -289,6 +289,7 @@ pub async fn up(global: &GlobalArgs, args: &UpArgs) -> anyhow::Result<()> {
     let clusters: Vec<String> = (1..=args.clusters).map(|i| format!("cluster{i}")).collect();
     let layout = Layout::new(args.base_port, args.clusters)?;
 
+    let _lock = crate::down::lock(&state)?;
     let env = read_env(&state)?;
     let records = processes::read_all(&state)?;
     let running: Vec<(String, bool)> = records
@@ -352,6 +353,21 @@ pub async fn up(global: &GlobalArgs, args: &UpArgs) -> anyhow::Result<()> {
              with --base-port",
             list.join(", ")
         );
+    }
+
+    // A control plane of `flotilla controlplane up` under the same names would have its
+    // directory cleared under its feet.
+    for name in std::iter::once(HUB).chain(clusters.iter().map(String::as_str)) {
+        let dir = state.join("controlplanes").join(name);
+        if let Ok(cp) = flotilla_localenv::controlplane::read_state(&dir)
+            && cp.pids.iter().any(|(_, pid)| processes::runs(*pid, &cp.binary))
+        {
+            bail!(
+                "a control plane named {name:?} already runs under {} (from `flotilla controlplane up`); \
+                 stop it with `flotilla controlplane down --name {name}`, or choose another --state-dir",
+                state.display()
+            );
+        }
     }
 
     std::fs::create_dir_all(state.join("logs")).with_context(|| format!("create {}", state.display()))?;
