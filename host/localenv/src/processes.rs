@@ -139,11 +139,15 @@ pub fn runs(pid: u32, exe: &Path) -> bool {
     if zombie {
         return false;
     }
+    let Ok(actual) = fs::read_link(format!("/proc/{pid}/exe")) else {
+        return false;
+    };
+    // An executable replaced on disk while it runs (a rebuilt `flotilla`) reads as
+    // "<path> (deleted)"; the process is still the one recorded.
+    let actual = actual.to_string_lossy();
+    let actual = Path::new(actual.strip_suffix(" (deleted)").unwrap_or(&actual));
     let want = fs::canonicalize(exe).unwrap_or_else(|_| exe.to_path_buf());
-    match fs::read_link(format!("/proc/{pid}/exe")) {
-        Ok(actual) => actual == want || actual == exe,
-        Err(_) => false,
-    }
+    actual == want || actual == exe
 }
 
 /// Stops `records` in reverse start order: SIGTERM to each one still running, then waits up to
@@ -221,6 +225,19 @@ mod tests {
         assert!(!runs(me, Path::new("/bin/true")), "a reused pid is not ours");
         // Pids are below 2^22 on Linux, so this one never runs.
         assert!(!runs(4_194_305, &exe));
+    }
+
+    #[test]
+    fn a_process_whose_executable_was_rebuilt_still_counts_as_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("sleeper");
+        fs::copy("/bin/sleep", &exe).unwrap();
+        let mut child = std::process::Command::new(&exe).arg("600").spawn().unwrap();
+        fs::remove_file(&exe).unwrap();
+        let running = runs(child.id(), &exe);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(running, "a replaced executable hid the process");
     }
 
     #[test]
