@@ -289,7 +289,7 @@ fn up_without_go_fails_at_once_naming_go_when_the_control_plane_must_be_built() 
 }
 
 #[test]
-fn up_cleans_a_stale_state_directory_and_starts_again() {
+fn up_cleans_a_stale_state_directory_and_starts_again_and_status_fails_when_a_component_dies() {
     let temp = tempfile::tempdir().unwrap();
     let state = temp.path().join("state");
     let _down = Down(&state);
@@ -309,6 +309,24 @@ fn up_cleans_a_stale_state_directory_and_starts_again() {
     let recorded = processes::read_all(&state).unwrap();
     assert!(recorded.iter().all(processes::is_running), "{recorded:?}");
     ok(flotilla(&state, &["status"]));
+
+    // A component that dies is reported, and status fails.
+    let klusterlet = recorded.iter().find(|r| r.name == "klusterlet-cluster1").unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(klusterlet.pid).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let output = flotilla(&state, &["status"]);
+    let (table, _) = text(&output);
+    let err = failed(output);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("klusterlet-cluster1") && l.contains("not running")),
+        "{table}"
+    );
+    assert!(err.contains("down: klusterlet-cluster1"), "{err}");
     ok(flotilla(&state, &["down"]));
     assert_nothing_left(&state, &recorded, &layout);
 }

@@ -241,6 +241,31 @@ mod tests {
     }
 
     #[test]
+    fn stopping_kills_a_process_that_ignores_sigterm_once_the_grace_period_is_over() {
+        let state = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("bash")
+            .args(["-c", "trap '' TERM; echo ready; while :; do sleep 0.1; done"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait until the trap is set.
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let exe = fs::read_link(format!("/proc/{}/exe", child.id())).unwrap();
+        let log = state.path().join("x.log");
+        let stubborn = record(state.path(), "stubborn", child.id(), &exe, &log, None).unwrap();
+        let reaper = std::thread::spawn(move || child.wait().unwrap());
+        let outcome = stop(std::slice::from_ref(&stubborn), Duration::from_millis(300));
+        reaper.join().unwrap();
+        assert_eq!(outcome, [("stubborn".to_owned(), Stopped::Killed)]);
+        assert!(!is_running(&stubborn));
+    }
+
+    #[test]
     fn stopping_terminates_a_running_process_and_skips_a_dead_one() {
         let state = tempfile::tempdir().unwrap();
         let mut child = std::process::Command::new("sleep").arg("600").spawn().unwrap();
