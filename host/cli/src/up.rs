@@ -1054,6 +1054,13 @@ fn print_next_steps(env: &Environment, state: &Path) {
     println!("\nNext, talk to the hub:");
     println!("  export KUBECONFIG={kubeconfig}");
     println!("  kubectl get managedclusters");
+    // The control-plane binary carries a kubectl of the same version, for machines without one.
+    if let Ok(hub) = flotilla_localenv::controlplane::read_state(&state.join("controlplanes").join(HUB)) {
+        println!(
+            "  # no kubectl? {} kubectl get managedclusters",
+            hub.binary.display()
+        );
+    }
     println!("  flotilla get addons");
     println!("What runs, and stopping it:");
     println!("  flotilla status{state_flag}");
