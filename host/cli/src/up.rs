@@ -9,6 +9,17 @@
 //! by running this same binary, so `up` does what a person following the guide would. Every
 //! started process gets a pid file (`flotilla_localenv::processes`) at once, so a failure or
 //! an interrupt stops exactly what this `up` started, and `down` and `status` find it all.
+//!
+//! ```text
+//!   .flotilla/
+//!     env.json                 what was asked (base port, control planes, add-on), complete or not
+//!     pids/<name>.json         one per background process: pid, executable, log, port, order
+//!     controlplanes/<name>/    pki/ (admin.kubeconfig), etcd/, logs/  — hub, cluster1..N
+//!     registry/                config, storage, registry.log
+//!     klusterlets/<cluster>/   klusterlet.log (`join --local`'s record)
+//!     hub-sa.kubeconfig        deploy/hub's service account, the identity of `flotilla hub`
+//!     logs/hub.log, logs/up.log  the hub, and every admin command `up` ran with its output
+//! ```
 
 use std::{
     io::IsTerminal as _,
