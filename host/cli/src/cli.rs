@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{accept, addon, clusterset, controlplane, get, init, join, plugin, run, work};
+use crate::{accept, addon, clusterset, controlplane, down, get, init, join, plugin, run, status, up, work};
 
 /// Flotilla: a multicluster control plane that speaks Open Cluster Management's APIs.
 #[derive(Debug, Parser)]
@@ -33,6 +33,13 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Start a whole local Flotilla in the background: a hub and managed clusters on local
+    /// control planes, an OCI registry, the hub and klusterlets, and the helloworld add-on.
+    Up(up::UpArgs),
+    /// Stop everything `flotilla up` started under the state directory.
+    Down(down::DownArgs),
+    /// Show what `flotilla up` runs and how healthy it is; non-zero exit if anything is down.
+    Status,
     /// Run the hub's controllers (registration, …) against the hub cluster.
     Hub(run::HubArgs),
     /// Run the managed-cluster agent (registration, …) against a managed cluster.
@@ -87,6 +94,9 @@ pub enum DeleteCommand {
 impl Cli {
     pub async fn run(self) -> anyhow::Result<()> {
         match self.command {
+            Command::Up(args) => up::up(&self.global, &args).await,
+            Command::Down(args) => down::down(&self.global, &args).await,
+            Command::Status => status::status(&self.global).await,
             Command::Hub(args) => run::hub(&self.global, &args).await,
             Command::Klusterlet(args) => run::klusterlet(&self.global, &args).await,
             Command::Init(args) => init::init(&self.global, &args).await,

@@ -5,7 +5,7 @@ use std::{path::PathBuf, time::Instant};
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
-use flotilla_testing::{ControlPlane, binary, controlplane};
+use flotilla_localenv::{ControlPlane, binary, controlplane};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, ResourceExt, api::ListParams};
 
@@ -66,7 +66,7 @@ async fn is_up(dir: &std::path::Path) -> bool {
     let Ok(yaml) = std::fs::read_to_string(&state.admin_kubeconfig) else {
         return false;
     };
-    let Ok(client) = flotilla_testing::kubeconfig::client_from_yaml(&yaml).await else {
+    let Ok(client) = flotilla_localenv::kubeconfig::client_from_yaml(&yaml).await else {
         return false;
     };
     client.apiserver_version().await.is_ok()

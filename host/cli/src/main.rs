@@ -5,6 +5,7 @@ mod addon;
 mod cli;
 mod clusterset;
 mod controlplane;
+mod down;
 mod get;
 mod init;
 mod join;
@@ -15,6 +16,8 @@ mod output;
 mod plugin;
 mod register;
 mod run;
+mod status;
+mod up;
 mod work;
 
 use clap::Parser;

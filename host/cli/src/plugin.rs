@@ -177,7 +177,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         args.limits.max_output_bytes,
     );
     let runtime = Runtime::new(RuntimeConfig {
-        cache_dir: Some(flotilla_testing::binary::cache_dir().join("plugin-artifacts")),
+        cache_dir: Some(flotilla_localenv::binary::cache_dir().join("plugin-artifacts")),
         ..RuntimeConfig::default()
     })
     .context("start the plugin runtime")?;

@@ -221,7 +221,7 @@ impl HubArgs {
         let cache_dir = (!self.no_plugin_cache).then(|| {
             self.plugin_cache_dir
                 .clone()
-                .unwrap_or_else(|| flotilla_testing::binary::cache_dir().join("plugin-artifacts"))
+                .unwrap_or_else(|| flotilla_localenv::binary::cache_dir().join("plugin-artifacts"))
         });
         RuntimeConfig {
             allocator: match self.plugin_allocator {

@@ -1,9 +1,7 @@
-//! Real parts for tests: local Kubernetes control planes (etcd, kube-apiserver,
-//! kube-controller-manager) built from upstream sources and started on loopback, plus
-//! helpers to act as any user against them and to await conditions.
-//!
-//! The same control plane backs `flotilla controlplane up` and the local quickstart, so what
-//! the tests exercise is what a user runs.
+//! Real parts for tests: local Kubernetes control planes and OCI registries on loopback (from
+//! `flotilla-localenv`, the product crate behind `flotilla up`, re-exported here so tests name
+//! one crate), plus test-only helpers: control planes and controllers shared by the tests of
+//! one test binary, and test logging.
 //!
 //! ```no_run
 //! # async fn demo() -> flotilla_testing::Result<()> {
@@ -13,16 +11,10 @@
 //! # let _ = (admin, intruder); Ok(()) }
 //! ```
 
-pub mod binary;
-pub mod controlplane;
-pub mod error;
-pub mod kubeconfig;
-pub mod pki;
-pub mod registry;
-mod scratch;
 pub mod shared;
-pub mod wait;
 
-pub use controlplane::{ControlPlane, ControlPlaneBuilder, ControlPlaneState};
-pub use error::{Error, Result};
+pub use flotilla_localenv::{
+    ControlPlane, ControlPlaneBuilder, ControlPlaneState, Error, Result, binary, controlplane, error,
+    kubeconfig, pki, plugins, ports, processes, registry, wait,
+};
 pub use shared::{init_tracing, shared, spawn_controllers_once};

@@ -61,7 +61,7 @@ pub const CONTROLLERS: &[&str] = &[
 ];
 
 /// The field manager used when the harness applies objects.
-pub const FIELD_MANAGER: &str = "flotilla-testing";
+pub const FIELD_MANAGER: &str = "flotilla-localenv";
 
 /// How long to wait for the apiserver to report ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
@@ -76,9 +76,29 @@ pub struct ControlPlaneBuilder {
     install_crds: bool,
     detached: bool,
     signing_duration: Duration,
+    ports: Option<Ports>,
+}
+
+/// Fixed loopback ports of a control plane, for environments whose addresses must be known in
+/// advance (`flotilla up --base-port`); without them free ports are picked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ports {
+    /// The kube-apiserver's secure port.
+    pub apiserver: u16,
+    /// etcd's client port.
+    pub etcd: u16,
+    /// etcd's peer port.
+    pub etcd_peer: u16,
 }
 
 impl ControlPlaneBuilder {
+    /// Listens on these ports instead of free ones; start-up then fails, rather than retrying
+    /// elsewhere, when one is taken.
+    pub fn ports(mut self, ports: Ports) -> Self {
+        self.ports = Some(ports);
+        self
+    }
+
     /// Keeps all files under `dir` instead of a temporary directory that is removed on drop.
     pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.state_dir = Some(dir.into());
@@ -116,7 +136,7 @@ impl ControlPlaneBuilder {
         for _ in 0..PORT_RETRIES {
             match ControlPlane::start_once(&self, &binary).await {
                 Ok(cp) => return Ok(cp),
-                Err(e) if is_port_clash(&e) => last_error = Some(e),
+                Err(e) if is_port_clash(&e) && self.ports.is_none() => last_error = Some(e),
                 Err(e) => return Err(e),
             }
         }
@@ -180,6 +200,7 @@ impl ControlPlane {
             install_crds: true,
             detached: false,
             signing_duration: Duration::from_secs(365 * 24 * 3600),
+            ports: None,
         }
     }
 
@@ -225,9 +246,10 @@ impl ControlPlane {
         let sa_key = write("sa.key", &sa.private_pem)?;
         let sa_pub = write("sa.pub", &sa.public_pem)?;
 
-        let etcd_port = free_port()?;
-        let peer_port = free_port()?;
-        let api_port = free_port()?;
+        let (etcd_port, peer_port, api_port) = match settings.ports {
+            Some(ports) => (ports.etcd, ports.etcd_peer, ports.apiserver),
+            None => (free_port()?, free_port()?, free_port()?),
+        };
         let server = format!("https://127.0.0.1:{api_port}");
 
         let admin_yaml = kubeconfig::render(

@@ -1,4 +1,5 @@
-//! Errors of the test harness, named by the operation that failed.
+//! Errors of local control planes, registries and the tools they are built from, named by the
+//! operation that failed.
 
 /// What went wrong while preparing or running a local control plane.
 #[derive(Debug, thiserror::Error)]

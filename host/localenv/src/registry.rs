@@ -18,6 +18,7 @@ use std::{
     fs::{self, File},
     io::{BufRead, BufReader},
     net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream},
+    os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -66,12 +67,35 @@ pub fn registry_binary() -> Result<PathBuf> {
 #[derive(Clone, Debug, Default)]
 pub struct RegistryBuilder {
     htpasswd: Option<(String, String)>,
+    state_dir: Option<PathBuf>,
+    port: Option<u16>,
+    detached: bool,
 }
 
 impl RegistryBuilder {
     /// Requires HTTP basic authentication as `user` with `password` for every request.
     pub fn htpasswd(mut self, user: &str, password: &str) -> Self {
         self.htpasswd = Some((user.to_owned(), password.to_owned()));
+        self
+    }
+
+    /// Keeps configuration, storage and log under `dir` (cleared first) instead of a temporary
+    /// directory that is removed on drop.
+    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state_dir = Some(dir.into());
+        self
+    }
+
+    /// Listens on this loopback port instead of a free one (start-up fails if it is taken).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
+        self
+    }
+
+    /// Starts a process that outlives this one (own process group, no standard-input
+    /// watchdog). Call [`Registry::detach`] once started, or the handle still stops it on drop.
+    pub fn detached(mut self, detached: bool) -> Self {
+        self.detached = detached;
         self
     }
 
@@ -85,7 +109,9 @@ impl RegistryBuilder {
         for _ in 0..PORT_RETRIES {
             match Registry::start_once(&self, &binary).await {
                 Ok(r) => return Ok(r),
-                Err(e) if e.to_string().contains("address already in use") => last = Some(e),
+                Err(e) if e.to_string().contains("address already in use") && self.port.is_none() => {
+                    last = Some(e)
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -99,8 +125,10 @@ pub struct Registry {
     dir: PathBuf,
     credentials: Option<(String, String)>,
     child: Option<Child>,
+    binary: PathBuf,
+    detached: bool,
     // Declared last so the directory is removed after the process is gone.
-    _temp: TempDir,
+    _temp: Option<TempDir>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -125,11 +153,26 @@ impl Registry {
     }
 
     async fn start_once(settings: &RegistryBuilder, binary: &Path) -> Result<Self> {
-        let temp = crate::scratch::create("registry")?;
-        let dir = temp.path().to_path_buf();
+        let (temp, dir) = match &settings.state_dir {
+            Some(dir) => {
+                if dir.exists() {
+                    fs::remove_dir_all(dir).map_err(io(format!("clear {}", dir.display())))?;
+                }
+                fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+                (None, dir.clone())
+            }
+            None => {
+                let temp = crate::scratch::create("registry")?;
+                let dir = temp.path().to_path_buf();
+                (Some(temp), dir)
+            }
+        };
         let storage = dir.join("storage");
         fs::create_dir_all(&storage).map_err(io("create registry storage"))?;
-        let port = free_port()?;
+        let port = match settings.port {
+            Some(port) => port,
+            None => free_port()?,
+        };
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
 
         let mut config = format!(
@@ -157,13 +200,20 @@ impl Registry {
         let log_path = dir.join("registry.log");
         let log = File::create(&log_path).map_err(io("create registry log"))?;
         let log_err = log.try_clone().map_err(io("clone log handle"))?;
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        if settings.detached {
+            // Own process group: a terminal's hang-up or Ctrl-C does not reach it.
+            command.stdin(Stdio::null()).process_group(0);
+        } else {
+            command
+                .stdin(Stdio::piped())
+                .env("FLOTILLA_EXIT_ON_STDIN_EOF", "1");
+        }
+        let child = command
             .arg("serve")
             .arg(&config_path)
             .stdout(log)
             .stderr(log_err)
-            .stdin(Stdio::piped())
-            .env("FLOTILLA_EXIT_ON_STDIN_EOF", "1")
             // distribution v3 exports traces through OpenTelemetry's autoexport; nothing listens.
             .env("OTEL_TRACES_EXPORTER", "none")
             .env("OTEL_METRICS_EXPORTER", "none")
@@ -178,6 +228,8 @@ impl Registry {
             dir,
             credentials: settings.htpasswd.clone(),
             child: Some(child),
+            binary: binary.to_path_buf(),
+            detached: settings.detached,
             _temp: temp,
         };
         registry.wait_ready().await?;
@@ -256,6 +308,36 @@ impl Registry {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// The registry's log file.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("registry.log")
+    }
+
+    /// The registry binary the process runs.
+    pub fn binary(&self) -> &Path {
+        &self.binary
+    }
+
+    /// The registry's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Leaves the process running after this handle is gone and returns its id. Only for a
+    /// registry built with [`RegistryBuilder::detached`] and a [`RegistryBuilder::state_dir`].
+    pub fn detach(mut self) -> Result<u32> {
+        if self._temp.is_some() || !self.detached {
+            return Err(Error::State(
+                "only a detached registry with a state directory can be detached".into(),
+            ));
+        }
+        match self.child.take() {
+            // The child is reaped by init once this process exits.
+            Some(child) => Ok(child.id()),
+            None => Err(Error::State("the registry is not running".into())),
         }
     }
 

@@ -120,8 +120,9 @@ pub fn cached_artifact(
 /// Builds the Go main package in module directory `source` into `out` (static, trimmed, with
 /// the module's committed go.sum and the local toolchain only).
 pub fn go_build(source: &Path, out: &Path, ldflags: &[String], what: &str) -> Result<()> {
+    require_go(what)?;
     eprintln!(
-        "flotilla-testing: building {what} from {}; the first build takes minutes",
+        "flotilla: building {what} from {}; the first build takes minutes",
         source.display()
     );
     let started = std::time::Instant::now();
@@ -148,8 +149,31 @@ pub fn go_build(source: &Path, out: &Path, ldflags: &[String], what: &str) -> Re
             tail.join("\n")
         )));
     }
-    eprintln!("flotilla-testing: built {what} in {:.0?}", started.elapsed());
+    eprintln!("flotilla: built {what} in {:.0?}", started.elapsed());
     Ok(())
+}
+
+/// Fails at once, with what to do, when the `go` tool cannot be run: nothing is built then.
+fn require_go(what: &str) -> Result<()> {
+    match Command::new("go")
+        .arg("version")
+        .env("GOTOOLCHAIN", "local")
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(output) if output.status.success() => Ok(()),
+        Ok(output) => Err(Error::Binary(format!(
+            "building {what} needs Go, and `go version` failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))),
+        Err(e) => Err(Error::Binary(format!(
+            "building {what} needs the Go toolchain, and `go` cannot be run ({e}): install Go \
+             (https://go.dev/dl) and put it on PATH, or name prebuilt binaries in {BINARY_ENV} \
+             and {}; it is built once and cached in {}",
+            crate::registry::BINARY_ENV,
+            cache_dir().display()
+        ))),
+    }
 }
 
 /// Whether a file name is an input of a Go build: go.mod, go.sum or a `.go` file.
