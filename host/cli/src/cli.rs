@@ -26,9 +26,22 @@ pub struct GlobalArgs {
     /// Kubeconfig context to use (default: the current context).
     #[arg(long, global = true)]
     pub context: Option<String>,
+    /// Log lines as human-readable text or as JSON objects (one per line, with the span of
+    /// each reconcile: controller and object).
+    #[arg(long, global = true, env = "FLOTILLA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Where local control planes and other local state live.
     #[arg(long, global = true, env = "FLOTILLA_STATE_DIR", default_value = ".flotilla")]
     pub state_dir: PathBuf,
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    Text,
+    /// One JSON object per event, for log collectors.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

@@ -25,15 +25,18 @@ use clap::Parser;
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             // Commands report failed API calls themselves, with what they were doing; kube's
             // own per-request error lines would only repeat them (or show expected retries).
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "warn,kube_client=off".into()),
         )
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.global.log_format {
+        cli::LogFormat::Text => logs.init(),
+        cli::LogFormat::Json => logs.json().init(),
+    }
     match cli.run().await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {

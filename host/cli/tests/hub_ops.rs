@@ -1,7 +1,8 @@
 //! Operating `flotilla hub`, as real processes on a real control plane: two replicas elect
 //! one leader through a Lease and the other takes over when it dies, never both acting;
 //! `/metrics` exposes the controller, client, leader and plugin-call series in Prometheus text;
-//! `/readyz` follows the hub apiserver going away and coming back.
+//! `/readyz` follows the hub apiserver going away and coming back; JSON logs carry each
+//! reconcile's span.
 
 #![allow(
     clippy::unwrap_used,
@@ -54,7 +55,7 @@ impl Hub {
             .args(args)
             .arg("--kubeconfig")
             .arg(kubeconfig)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", "info,flotilla_kube=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -327,7 +328,10 @@ async fn two_hubs_elect_one_leader_and_the_other_takes_over_when_it_dies() {
 async fn metrics_are_prometheus_text_and_readyz_follows_the_hub_apiserver() {
     let mut hub = ControlPlane::start("ops-ready").await.unwrap();
     let client = hub.admin_client().await.unwrap();
-    let process = Hub::start(hub.admin_kubeconfig(), &["--disable-leader-election"]);
+    let process = Hub::start(
+        hub.admin_kubeconfig(),
+        &["--disable-leader-election", "--log-format", "json"],
+    );
     process.wait_ready(200).await;
     assert_eq!(process.get("/healthz").await.0, 200);
     acted_on(&client, "measured").await;
@@ -381,6 +385,23 @@ async fn metrics_are_prometheus_text_and_readyz_follows_the_hub_apiserver() {
             == Some("watch"))
             > 0.0,
         "watches are counted"
+    );
+
+    // Structured logs: each reconcile's lines are JSON objects inside its span.
+    let reconciles: Vec<serde_json::Value> = process
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|entry| entry["span"]["name"] == "reconcile")
+        .collect();
+    assert!(
+        reconciles
+            .iter()
+            .any(|e| e["span"]["controller"].is_string() && e["span"]["object"].is_string()),
+        "no reconcile span in the JSON logs: {:?}",
+        reconciles.first()
     );
 
     hub.stop_apiserver().unwrap();

@@ -9,6 +9,7 @@ use kube::{
     runtime::{Controller, controller, reflector::ObjectRef},
 };
 use serde::de::DeserializeOwned;
+use tracing::Instrument as _;
 
 /// Runs `controller` with `reconcile` and the shared error policy until dropped, logging what
 /// went wrong: failed reconciles at trace level (the error policy already logged them),
@@ -30,14 +31,20 @@ pub async fn run<K, C, E, F, Fut>(
         move |object: Arc<K>, error: &E, _: Arc<C>| requeue_after_error(name, object.as_ref(), error);
     let metrics = crate::metrics::global();
     let mut reconcile = reconcile;
+    // Every reconcile runs in a span naming its controller and object, so its log lines (text
+    // or JSON) say what they are about.
     let timed = move |object: Arc<K>, context: Arc<C>| {
+        let span = tracing::info_span!("reconcile", controller = name, object = %ObjectRef::from_obj(object.as_ref()));
         let timer = metrics.reconcile_started(name);
-        let outcome = reconcile(object, context);
+        let outcome = span.in_scope(|| reconcile(object, context));
         async move {
             let result = outcome.await;
-            timer.finish(result.is_ok());
+            let ok = result.is_ok();
+            timer.finish(ok);
+            tracing::debug!(ok, "reconcile finished");
             result
         }
+        .instrument(span)
     };
     // Readiness: the controller's cache counts as synced once its first full list is in.
     let store = controller.store();
