@@ -20,6 +20,7 @@ pub mod backoff;
 pub mod controller;
 pub mod crds;
 pub mod error;
+pub mod events;
 pub mod finalizer;
 pub mod leader;
 pub mod metrics;

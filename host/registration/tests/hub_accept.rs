@@ -79,6 +79,8 @@ async fn accepting_a_cluster_creates_its_namespace_rbac_and_lease_with_ocm_names
     .await;
     let condition = find(cluster_conditions(&accepted), CONDITION_HUB_ACCEPTED).unwrap();
     assert_eq!(condition.message, "Accepted by hub cluster admin");
+    let note = wait_event(&admin, "ManagedCluster", name, "HubClusterAdminAccepted").await;
+    assert!(note.contains("accept-c1 accepted"), "{note}");
 
     let namespace = Api::<Namespace>::all(admin.clone()).get(name).await.unwrap();
     assert_eq!(

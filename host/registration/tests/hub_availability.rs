@@ -193,6 +193,8 @@ async fn a_silent_agent_makes_its_cluster_and_addons_unknown_and_unreachable_and
         .unwrap()
         .message;
     assert!(message.contains("stopped updating its lease"), "{message}");
+    let note = wait_event(&admin, "ManagedCluster", "av-c1", REASON_LEASE_UPDATE_STOPPED).await;
+    assert!(note.contains("stopped updating its lease"), "{note}");
     let tainted = wait_cluster(&admin, "av-c1", "unreachable taint", |c| {
         has_only_taint(c, TAINT_UNREACHABLE)
     })

@@ -231,6 +231,14 @@ async fn only_a_clusters_own_agent_renewing_its_identity_is_approved() {
         certificate.0.as_deref(),
         Some("AutoApprovedByHubCSRApprovingController")
     );
+    let note = wait_event(
+        &admin,
+        "CertificateSigningRequest",
+        &good,
+        "ManagedClusterCSRAutoApproved",
+    )
+    .await;
+    assert!(note.contains("auto approved"), "{note}");
     let cert_pem = String::from_utf8(certificate.1.0).unwrap();
     let info = flotilla_core::x509::parse_certificate(cert_pem.as_bytes()).unwrap();
     assert_eq!(info.subject.common_name, c1_agent);

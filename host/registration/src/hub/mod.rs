@@ -93,4 +93,20 @@ pub(super) struct Context {
     pub(super) client: Client,
     /// Resync interval and requeue delays.
     pub(super) options: HubOptions,
+    /// Events on the objects acted on.
+    pub(super) events: flotilla_kube::events::Events,
 }
+
+impl Context {
+    pub(super) fn new(client: Client, options: HubOptions) -> Self {
+        let events = flotilla_kube::events::Events::new(client.clone(), EVENT_REPORTER);
+        Self {
+            client,
+            options,
+            events,
+        }
+    }
+}
+
+/// The `reportingController` of the hub's Events.
+pub(super) const EVENT_REPORTER: &str = "flotilla-hub";

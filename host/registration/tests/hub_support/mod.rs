@@ -225,3 +225,28 @@ where
     .await
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Waits for an Event (events.k8s.io/v1) regarding `kind` `name` with `reason`; returns its note.
+pub async fn wait_event(admin: &Client, kind: &str, name: &str, reason: &str) -> String {
+    use k8s_openapi::api::events::v1::Event;
+    let events: Api<Event> = Api::all(admin.clone());
+    wait::until(
+        &format!("Event {reason} on {kind} {name}"),
+        Duration::from_secs(60),
+        || {
+            let events = events.clone();
+            async move {
+                let list = events.list(&Default::default()).await?;
+                Ok::<_, kube::Error>(list.items.into_iter().find_map(|e| {
+                    let regarding = e.regarding.as_ref()?;
+                    (regarding.kind.as_deref() == Some(kind)
+                        && regarding.name.as_deref() == Some(name)
+                        && e.reason.as_deref() == Some(reason))
+                    .then(|| e.note.unwrap_or_default())
+                }))
+            }
+        },
+    )
+    .await
+    .unwrap()
+}

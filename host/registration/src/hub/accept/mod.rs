@@ -44,7 +44,7 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         cluster_of,
     )
     .watches(Api::<RoleBinding>::all(client.clone()), labelled, cluster_of);
-    let context = Arc::new(Context { client, options });
+    let context = Arc::new(Context::new(client, options));
     flotilla_kube::controller::run("accept", controller, reconcile::reconcile, context).await;
 }
 

@@ -15,9 +15,13 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use flotilla_api::cluster::{
-    consts::{API_RESOURCE_CLEANUP_FINALIZER, CLUSTER_NAME_LABEL, CLUSTER_SET_LABEL, DEFAULT_CLUSTER_SET},
+    consts::{
+        API_RESOURCE_CLEANUP_FINALIZER, CLUSTER_NAME_LABEL, CLUSTER_SET_LABEL, DEFAULT_CLUSTER_SET,
+        managed_cluster::{CONDITION_HUB_ACCEPTED, REASON_HUB_CLUSTER_ADMIN_ACCEPTED},
+    },
     v1::ManagedCluster,
 };
+use flotilla_core::conditions;
 use flotilla_core::registration::hub::{
     acceptance::{self, Acceptance},
     clusterset, lease,
@@ -115,7 +119,22 @@ async fn accept(
         None => acceptance::accepted_condition(),
         Some(e) => acceptance::error_condition(e.to_string()),
     };
+    let newly_accepted = failure.is_none()
+        && !current
+            .iter()
+            .any(|c| c.type_ == CONDITION_HUB_ACCEPTED && c.status == conditions::TRUE);
     write::set_condition(api, &cluster, &current, condition).await?;
+    if newly_accepted {
+        context
+            .events
+            .normal(
+                &cluster,
+                REASON_HUB_CLUSTER_ADMIN_ACCEPTED,
+                "Accept",
+                format!("cluster {name} accepted: namespace, RBAC and lease are in place"),
+            )
+            .await;
+    }
     match failure {
         Some(e) => Err(e),
         None => Ok(Action::requeue(context.options.resync)),

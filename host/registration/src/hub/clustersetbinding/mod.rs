@@ -39,6 +39,6 @@ pub(super) async fn run(client: Client, options: HubOptions) {
                 .collect::<Vec<_>>()
         },
     );
-    let context = Arc::new(Context { client, options });
+    let context = Arc::new(Context::new(client, options));
     flotilla_kube::controller::run("clustersetbinding", controller, reconcile::reconcile, context).await;
 }

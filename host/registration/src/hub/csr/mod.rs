@@ -30,6 +30,6 @@ use super::{Context, HubOptions};
 pub(super) async fn run(client: Client, options: HubOptions) {
     let csrs = Api::<CertificateSigningRequest>::all(client.clone());
     let controller = Controller::new(csrs, watcher::Config::default().labels(CLUSTER_NAME_LABEL));
-    let context = Arc::new(Context { client, options });
+    let context = Arc::new(Context::new(client, options));
     flotilla_kube::controller::run("csr", controller, reconcile::reconcile, context).await;
 }

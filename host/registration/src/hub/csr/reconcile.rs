@@ -96,6 +96,18 @@ pub(super) async fn reconcile(csr: Arc<CertificateSigningRequest>, context: Arc<
     }
     approve(&context.client, &csr).await?;
     tracing::info!(csr = %name, cluster = %eligible.cluster, agent = %eligible.common_name, "renewal CSR approved");
+    context
+        .events
+        .normal(
+            csr.as_ref(),
+            "ManagedClusterCSRAutoApproved",
+            "Approve",
+            format!(
+                "managed cluster {} renewal CSR {name} is auto approved by the hub CSR controller",
+                eligible.cluster
+            ),
+        )
+        .await;
     Ok(Action::await_change())
 }
 

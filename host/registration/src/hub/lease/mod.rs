@@ -38,7 +38,7 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         watcher::Config::default(),
         cluster_of_namespace,
     );
-    let context = Arc::new(Context { client, options });
+    let context = Arc::new(Context::new(client, options));
     flotilla_kube::controller::run("lease", controller, reconcile::reconcile, context).await;
 }
 

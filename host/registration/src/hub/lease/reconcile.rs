@@ -95,8 +95,10 @@ pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context
     };
 
     let mut desired = current.clone();
+    let mut lost = None;
     if expired && let Some(condition) = lease::expired_cluster_condition(&current) {
         tracing::info!(cluster = %name, "cluster lease expired; Available is now Unknown");
+        lost = Some((condition.reason.to_owned(), condition.message.clone()));
         conditions::set(&mut desired, condition, now);
     }
     if let Some(condition) = clock {
@@ -105,6 +107,12 @@ pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context
     if desired != current {
         let api: Api<ManagedCluster> = Api::all(context.client.clone());
         write::patch_conditions(&api, &cluster, &current, &desired).await?;
+        if let Some((reason, message)) = lost {
+            context
+                .events
+                .warning(cluster.as_ref(), &reason, "MarkUnknown", message)
+                .await;
+        }
     }
 
     let available = conditions::find(&desired, CONDITION_AVAILABLE);

@@ -29,6 +29,6 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
     );
-    let context = Arc::new(Context { client, options });
+    let context = Arc::new(Context::new(client, options));
     flotilla_kube::controller::run("taint", controller, reconcile::reconcile, context).await;
 }
