@@ -3,7 +3,8 @@
 //! `spec.hubAcceptsClient` (what `flotilla accept` does); the hub creates the cluster
 //! namespace, RBAC and lease and sets `HubAcceptedManagedCluster`; the agent joins and
 //! reports; and when its short-lived certificate nears its end, the hub's CSR controller
-//! approves the renewal the agent requests with its own identity.
+//! approves the renewal the agent requests with its own identity. Deleted on the hub, the
+//! cluster is created again by the running agent.
 
 #![allow(
     clippy::unwrap_used,
@@ -135,5 +136,33 @@ async fn the_agent_joins_flotillas_hub_and_its_renewal_is_auto_approved() {
     .await
     .unwrap();
     assert_eq!(agent.status.current().phase, Phase::Joined);
+
+    // Deleted on the hub under the running agent: the agent creates it again (not accepted),
+    // and once the admin accepts it again it is joined and available with the same identity.
+    let clusters = Api::<ManagedCluster>::all(hub_admin.clone());
+    let old_uid = clusters.get(cluster).await.unwrap().metadata.uid;
+    clusters.delete(cluster, &Default::default()).await.unwrap();
+    let recreated = wait_cluster(&hub_admin, cluster, "created again by the agent", |c| {
+        c.metadata.uid != old_uid && c.metadata.deletion_timestamp.is_none()
+    })
+    .await;
+    assert!(
+        !recreated.spec.hub_accepts_client,
+        "a recreated cluster waits for the admin"
+    );
+    clusters
+        .patch(
+            cluster,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "hubAcceptsClient": true } })),
+        )
+        .await
+        .unwrap();
+    wait_cluster(&hub_admin, cluster, "joined and available again", |c| {
+        c.metadata.uid != old_uid
+            && has_condition(c, mc::CONDITION_JOINED, "True", mc::REASON_JOINED)
+            && has_condition(c, mc::CONDITION_AVAILABLE, "True", mc::REASON_AVAILABLE)
+    })
+    .await;
     controllers.abort();
 }

@@ -112,6 +112,22 @@ pub(crate) async fn obtain_identity(ctx: &Context, names: &Names) -> Result<HubI
     Ok(identity)
 }
 
+/// Creates the agent's ManagedCluster again if it is gone from the hub, through the bootstrap
+/// identity (the agent's own may not create it). Best-effort: without a usable bootstrap
+/// kubeconfig the agent keeps waiting, and says why at debug level.
+pub(crate) async fn recreate_managed_cluster(ctx: &Context, names: &Names) {
+    let outcome = async {
+        let bootstrap = load_bootstrap(ctx).await?;
+        let hub = bootstrap
+            .client("bootstrap kubeconfig", ctx.options.request_timeout)
+            .await?;
+        ensure_managed_cluster(ctx, &hub, names).await
+    };
+    if let Err(error) = outcome.await {
+        tracing::debug!(cluster = %names.cluster, %error, "could not check for the ManagedCluster through the bootstrap identity");
+    }
+}
+
 /// Creates the agent's ManagedCluster if absent (not accepted, lease duration and client
 /// configs from the options, only `agent.open-cluster-management.io/` annotations); on an
 /// existing one, adds client configs whose URL it lacks, as far as the bootstrap identity

@@ -162,8 +162,12 @@ async fn pass(
     let cluster = match api.get(&names.cluster).await {
         Ok(cluster) => cluster,
         // Until the hub accepts the cluster, no RBAC lets the agent's own identity read its
-        // ManagedCluster (and after the hub revokes acceptance, none does any more).
-        Err(kube::Error::Api(status)) if status.code == 403 => {
+        // ManagedCluster (and after the hub revokes acceptance, none does any more). The same
+        // answer comes once the cluster was deleted on the hub (its RBAC goes with it): then
+        // the agent creates it again through the bootstrap identity, as OCM's agent does, and
+        // waits for the admin to accept it again.
+        Err(kube::Error::Api(status)) if status.code == 403 || status.code == 404 => {
+            super::bootstrap::recreate_managed_cluster(ctx, names).await;
             publish(view, false, lease_duration(0));
             ctx.options.status.phase(Phase::WaitingForAcceptance);
             return Ok(Pass::NotAccepted);
