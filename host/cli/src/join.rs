@@ -360,6 +360,9 @@ async fn deploy_klusterlet(managed: &kube::Client, args: &JoinArgs) -> anyhow::R
                     "--agent-namespace",
                     namespace,
                     format!("--lease-duration-seconds={}", args.lease_duration_seconds),
+                    // The probes and the metrics port of deploy/klusterlet.
+                    "--ops-bind",
+                    "0.0.0.0:8080",
                 ]);
                 apply(
                     &Api::<Deployment>::namespaced(managed.clone(), namespace),
