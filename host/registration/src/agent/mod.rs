@@ -26,6 +26,7 @@ pub mod error;
 pub mod kubeconfig;
 pub mod progress;
 
+mod addon_health;
 mod bootstrap;
 mod csr;
 mod identity;
@@ -91,6 +92,9 @@ pub struct AgentOptions {
     pub request_timeout: Duration,
     /// Where the agent publishes its [`AgentStatus`]; subscribe before [`run`].
     pub status: StatusReporter,
+    /// The period add-on agents renew their leases at (60 s); an add-on lease older than five
+    /// of these makes the add-on unavailable.
+    pub addon_lease_duration: Duration,
 }
 
 impl Default for AgentOptions {
@@ -115,6 +119,7 @@ impl Default for AgentOptions {
             backoff_max: Duration::from_secs(60),
             request_timeout: Duration::from_secs(30),
             status: StatusReporter::default(),
+            addon_lease_duration: flotilla_core::addon::health::DEFAULT_LEASE_DURATION,
         }
     }
 }
@@ -201,7 +206,8 @@ async fn session(ctx: &Context, names: &Names, identity: identity::HubIdentity) 
     let (view_tx, view_rx) = watch::channel(status::ClusterView::default());
     tokio::select! {
         never = status::run(ctx, names, identity_rx.clone(), &view_tx) => match never {},
-        never = lease::run(ctx, names, identity_rx, view_rx) => match never {},
+        never = lease::run(ctx, names, identity_rx.clone(), view_rx.clone()) => match never {},
+        never = addon_health::run(ctx, names, identity_rx, view_rx) => match never {},
         lost = rotation::run(ctx, names, &identity_tx) => lost,
     }
 }
