@@ -7,9 +7,10 @@
 //!            ▼                                                                          │
 //!  names ─▶ identity (stored hub-kubeconfig-secret, or bootstrap: ManagedCluster + CSR) ┤
 //!            │                                                                          │
-//!            ▼  joined session, three loops on the current identity                    │
+//!            ▼  joined session, four loops on the current identity                     │
 //!     status: Joined, Available, version, capacity, claims   (every status interval)    │
 //!     lease:  renewTime of managed-cluster-lease            (every lease duration +≤25 %)│
+//!     add-on health: Available of Lease-mode add-ons        (lease watches; when stale) │
 //!     rotation: CSR at 20–25 % life left, swap identity     (certificate expired ───────┘
 //! ```
 //!
@@ -20,7 +21,8 @@
 //!
 //! Every call to the hub is a short request (polling, no watches): the client is taken from
 //! the current identity on each call, so a rotated certificate is used from the next request
-//! on, and a hung hub shows up as a timeout instead of a silent stall.
+//! on, and a hung hub shows up as a timeout instead of a silent stall. The add-on health loop
+//! is the exception: it watches add-ons and leases, and restarts its watches on a new identity.
 
 pub mod error;
 pub mod kubeconfig;
