@@ -8,6 +8,11 @@
 //! the cluster goes Unknown and takes the add-on with it (the cluster's reason), and the
 //! `feature.open-cluster-management.io/addon-helloworld` label says `unreachable` — while
 //! cluster1's add-on stays True / `available` throughout.
+//!
+//! A second test gives `flotilla addon-agent --hub-kubeconfig-secret` an OCM-shaped
+//! `helloworld-hub-kubeconfig` secret on a managed cluster whose own credential means nothing to
+//! the hub: the lease it renews in the cluster namespace on the hub can only come from the
+//! secret's credential.
 
 #![allow(
     clippy::unwrap_used,
@@ -268,4 +273,169 @@ async fn addon_agents_renewing_their_leases_make_helloworld_available_and_silenc
         ("True", "ManagedClusterAddOnLeaseUpdated")
     );
     await_label(&hub_client, "cluster1", "available").await;
+}
+
+/// The `<addon>-hub-kubeconfig` secret as OCM's registration agent writes it: `kubeconfig`
+/// pointing at the files `tls.crt` and `tls.key` beside it, those two, and `cluster-name`.
+fn hub_kubeconfig_secret(kubeconfig: &str, cluster: &str) -> k8s_openapi::api::core::v1::Secret {
+    use base64::Engine as _;
+    let mut config: serde_yaml::Value = serde_yaml::from_str(kubeconfig).unwrap();
+    let user = &mut config["users"][0]["user"];
+    let decode = |key: &str| {
+        base64::engine::general_purpose::STANDARD
+            .decode(user[key].as_str().unwrap())
+            .unwrap()
+    };
+    let (cert, key) = (decode("client-certificate-data"), decode("client-key-data"));
+    let mapping = user.as_mapping_mut().unwrap();
+    mapping.remove("client-certificate-data");
+    mapping.remove("client-key-data");
+    mapping.insert("client-certificate".into(), "tls.crt".into());
+    mapping.insert("client-key".into(), "tls.key".into());
+    let data = [
+        ("kubeconfig", serde_yaml::to_string(&config).unwrap().into_bytes()),
+        ("tls.crt", cert),
+        ("tls.key", key),
+        ("cluster-name", cluster.as_bytes().to_vec()),
+    ];
+    k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{ADDON}-hub-kubeconfig")),
+            namespace: Some(INSTALL_NAMESPACE.to_owned()),
+            ..Default::default()
+        },
+        data: Some(
+            data.into_iter()
+                .map(|(k, v)| (k.to_owned(), k8s_openapi::ByteString(v)))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn with_its_hub_kubeconfig_secret_the_addon_agent_renews_its_lease_on_the_hub_with_that_credential_only()
+ {
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+    use kube::api::{Patch, PatchParams, PostParams};
+    let (hub, managed) = tokio::join!(
+        ControlPlane::start("agent-secret-hub"),
+        ControlPlane::start("agent-secret-managed")
+    );
+    let (hub, managed) = (hub.unwrap(), managed.unwrap());
+    let (hub_client, managed_client) = (
+        hub.admin_client().await.unwrap(),
+        managed.admin_client().await.unwrap(),
+    );
+    let cluster = "cluster1";
+    let user = format!("system:open-cluster-management:cluster:{cluster}:addon:{ADDON}:agent:{ADDON}");
+    // On the hub, the add-on's identity may touch leases of its cluster namespace, nothing else.
+    let apply = |client: &Client, object: serde_json::Value| {
+        let client = client.clone();
+        async move {
+            let resource = kube::discovery::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+                object["apiVersion"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit_once('/')
+                    .map_or("", |(g, _)| g),
+                object["apiVersion"].as_str().unwrap().rsplit('/').next().unwrap(),
+                object["kind"].as_str().unwrap(),
+            ));
+            let name = object["metadata"]["name"].as_str().unwrap().to_owned();
+            let api: Api<kube::api::DynamicObject> = match object["metadata"]["namespace"].as_str() {
+                Some(ns) => Api::namespaced_with(client, ns, &resource),
+                None => Api::all_with(client, &resource),
+            };
+            api.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&object))
+                .await
+                .unwrap();
+        }
+    };
+    apply(
+        &hub_client,
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster}}),
+    )
+    .await;
+    apply(&hub_client, serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "addon-lease", "namespace": cluster},
+        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}]})).await;
+    apply(
+        &hub_client,
+        serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "addon-lease", "namespace": cluster},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "addon-lease"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+    )
+    .await;
+    // On the managed cluster: the secret, as the klusterlet would write it.
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": INSTALL_NAMESPACE}})).unwrap();
+    Api::<Namespace>::all(managed_client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let secret = hub_kubeconfig_secret(&hub.kubeconfig_for(&user, &[]).unwrap(), cluster);
+    Api::<Secret>::namespaced(managed_client.clone(), INSTALL_NAMESPACE)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+
+    let state = tempfile::tempdir().unwrap();
+    let log = state.path().join("agent.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let _agent = Running(
+        Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args([
+                "addon-agent",
+                "--addon",
+                ADDON,
+                "--lease-seconds",
+                "1",
+                "--hub-kubeconfig-secret",
+            ])
+            .arg("--kubeconfig")
+            .arg(managed.admin_kubeconfig())
+            .env_remove("KUBECONFIG")
+            .stdin(std::process::Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap(),
+    );
+    let leases: Api<Lease> = Api::namespaced(hub_client.clone(), cluster);
+    let renewed = |lease: &Lease| {
+        lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.renew_time.clone())
+            .map(|t| t.0)
+    };
+    let first = wait::until("the add-on lease on the hub", TIMEOUT, || async {
+        Ok::<_, kube::Error>(leases.get_opt(ADDON).await?.as_ref().and_then(renewed))
+    })
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}\nagent log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
+    wait::until("the add-on lease renewed again", TIMEOUT, || async {
+        Ok::<_, kube::Error>(
+            leases
+                .get_opt(ADDON)
+                .await?
+                .as_ref()
+                .and_then(renewed)
+                .filter(|t| *t > first),
+        )
+    })
+    .await
+    .unwrap();
+    let on_managed = Api::<Lease>::namespaced(managed_client, INSTALL_NAMESPACE)
+        .get_opt(ADDON)
+        .await
+        .unwrap();
+    assert!(on_managed.is_none(), "nothing renewed on the managed cluster");
 }
