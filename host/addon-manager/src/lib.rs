@@ -15,6 +15,9 @@
 //!                                                           the pre-delete finalizer),
 //!                                                           ManifestApplied/Progressing,
 //!                                                           lastAppliedConfig, HookManifestCompleted
+//!  ManagedClusterAddOn, ManifestWork,          ▶ health ──▶ healthCheck.mode, Available (work
+//!  AddOnPlugin, ManagedCluster                              feedback ▶ workload rule or the
+//!                                                           plugin's probe-health)
 //! ```
 //!
 //! Each controller is a module with `mod.rs` (what it watches) and `reconcile.rs` (one
@@ -26,6 +29,7 @@
 mod configs;
 mod deploy;
 pub mod error;
+mod health;
 mod install;
 mod plugin;
 mod rollout;
@@ -70,6 +74,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
         plugin::run(client.clone(), Arc::clone(&registry), options.clone()),
         install::run(client.clone(), options.clone()),
         rollout::run(client.clone(), options.clone()),
-        deploy::run(client, registry, options),
+        deploy::run(client.clone(), Arc::clone(&registry), options.clone()),
+        health::run(client, registry, options),
     );
 }

@@ -1,4 +1,4 @@
-//! `flotilla addon enable|disable` and `flotilla get addons`: add-ons on clusters, in
+//! `flotilla addon enable|disable|status` and `flotilla get addons`: add-ons on clusters, in
 //! clusteradm's vocabulary. Enabling on clusters creates ManagedClusterAddOns (the Manual install
 //! strategy); enabling on a placement adds it to the ClusterManagementAddOn's `Placements`
 //! install strategy, and the hub's add-on manager follows its decisions.
@@ -10,10 +10,11 @@ use flotilla_api::{
         consts::{DEFAULT_INSTALL_NAMESPACE, managed_cluster_addon as mca},
         v1alpha1::{
             AddOnConfig, ClusterManagementAddOn, ConfigGroupResource, ConfigReferent, InstallStrategyType,
-            ManagedClusterAddOn, PlacementRef, PlacementStrategy,
+            ManagedClusterAddOn, ManagedClusterAddOnStatus, PlacementRef, PlacementStrategy,
         },
     },
     cluster::v1::ManagedCluster,
+    plugins::v1alpha1::AddOnPlugin,
 };
 use flotilla_core::conditions;
 use kube::{
@@ -34,6 +35,18 @@ pub enum Command {
     Enable(EnableArgs),
     /// Remove add-ons from clusters, or stop installing them through a placement.
     Disable(DisableArgs),
+    /// Show one add-on on one cluster: conditions, registrations, health and the last plugin
+    /// fault.
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The add-on's name.
+    pub name: String,
+    /// The cluster.
+    #[arg(long)]
+    pub cluster: String,
 }
 
 /// Where an add-on goes: named clusters or a placement.
@@ -88,6 +101,7 @@ impl Command {
         match self {
             Command::Enable(args) => enable(global, &args).await,
             Command::Disable(args) => disable(global, &args).await,
+            Command::Status(args) => status(global, &args).await,
         }
     }
 }
@@ -289,6 +303,8 @@ pub async fn get(global: &GlobalArgs, args: &GetAddonsArgs) -> anyhow::Result<()
                 addon.namespace().unwrap_or_default(),
                 addon.name_any(),
                 state(mca::CONDITION_AVAILABLE),
+                health_mode(&status),
+                registrations(&status),
                 state(mca::CONDITION_MANIFEST_APPLIED),
                 state(mca::CONDITION_PROGRESSING),
                 configs,
@@ -302,6 +318,8 @@ pub async fn get(global: &GlobalArgs, args: &GetAddonsArgs) -> anyhow::Result<()
             "CLUSTER",
             "NAME",
             "AVAILABLE",
+            "HEALTH",
+            "REGISTRATIONS",
             "MANIFESTAPPLIED",
             "PROGRESSING",
             "CONFIGS",
@@ -310,9 +328,183 @@ pub async fn get(global: &GlobalArgs, args: &GetAddonsArgs) -> anyhow::Result<()
     )
 }
 
+/// `status.healthCheck.mode`, `-` before the hub wrote it.
+fn health_mode(status: &ManagedClusterAddOnStatus) -> String {
+    status
+        .health_check
+        .mode
+        .map_or_else(|| "-".to_owned(), |m| format!("{m:?}"))
+}
+
+/// The signers of `status.registrations`, `-` for none.
+fn registrations(status: &ManagedClusterAddOnStatus) -> String {
+    if status.registrations.is_empty() {
+        return "-".to_owned();
+    }
+    status
+        .registrations
+        .iter()
+        .map(|r| r.signer_name.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `flotilla addon status NAME --cluster C`.
+pub async fn status(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<()> {
+    let (hub, _) = client(global).await.context("connect to the hub")?;
+    let addon = Api::<ManagedClusterAddOn>::namespaced(hub.clone(), &args.cluster)
+        .get_opt(&args.name)
+        .await
+        .with_context(|| format!("read add-on {} on cluster {}", args.name, args.cluster))?;
+    let Some(addon) = addon else {
+        bail!(
+            "add-on {} is not enabled on cluster {} (flotilla addon enable --names {} --clusters {})",
+            args.name,
+            args.cluster,
+            args.name,
+            args.cluster
+        );
+    };
+    let plugins = Api::<AddOnPlugin>::all(hub)
+        .list(&ListParams::default())
+        .await
+        .context("list AddOnPlugins")?
+        .items
+        .into_iter()
+        .filter(|p| plugin_addon(p) == args.name)
+        .collect::<Vec<_>>();
+    print!("{}", render_status(&addon, &plugins)?);
+    Ok(())
+}
+
+/// The add-on an AddOnPlugin drives: `spec.addOnName`, else its name.
+fn plugin_addon(plugin: &AddOnPlugin) -> String {
+    if plugin.spec.add_on_name.is_empty() {
+        plugin.name_any()
+    } else {
+        plugin.spec.add_on_name.clone()
+    }
+}
+
+/// The text of `flotilla addon status`.
+fn render_status(addon: &ManagedClusterAddOn, plugins: &[AddOnPlugin]) -> anyhow::Result<String> {
+    use std::fmt::Write as _;
+    let status = addon.status.clone().unwrap_or_default();
+    let mut out = String::new();
+    writeln!(out, "Add-on:          {}", addon.name_any())?;
+    writeln!(out, "Cluster:         {}", addon.namespace().unwrap_or_default())?;
+    let namespace = flotilla_core::addon::health::install_namespace(addon);
+    writeln!(out, "Namespace:       {namespace}")?;
+    let available = conditions::find(&status.conditions, mca::CONDITION_AVAILABLE).map_or_else(
+        || "not reported yet".to_owned(),
+        |c| format!("Available {} ({}): {}", c.status, c.reason, c.message),
+    );
+    writeln!(out, "Health:          {} — {available}", health_mode(&status))?;
+    if status.registrations.is_empty() {
+        writeln!(out, "Registrations:   none")?;
+    } else {
+        writeln!(out, "Registrations:")?;
+        for r in &status.registrations {
+            let subject = &r.subject;
+            writeln!(
+                out,
+                "  {}  user={}  groups={}",
+                r.signer_name,
+                if subject.user.is_empty() {
+                    "-"
+                } else {
+                    &subject.user
+                },
+                if subject.groups.is_empty() {
+                    "-".to_owned()
+                } else {
+                    subject.groups.join(",")
+                }
+            )?;
+        }
+    }
+    writeln!(out, "Conditions:")?;
+    let mut table = tabwriter::TabWriter::new(Vec::new()).padding(3);
+    let mut rows = String::from("  TYPE\tSTATUS\tREASON\tMESSAGE\n");
+    for c in &status.conditions {
+        writeln!(rows, "  {}\t{}\t{}\t{}", c.type_, c.status, c.reason, c.message)?;
+    }
+    std::io::Write::write_all(&mut table, rows.as_bytes())?;
+    out.push_str(&String::from_utf8_lossy(
+        &table.into_inner().context("align table")?,
+    ));
+    if plugins.is_empty() {
+        writeln!(out, "Plugin:          none registered")?;
+    }
+    for plugin in plugins {
+        let plugin_status = plugin.status.clone().unwrap_or_default();
+        writeln!(
+            out,
+            "Plugin:          {} ({})",
+            plugin.name_any(),
+            plugin_status.digest.as_deref().unwrap_or("not loaded")
+        )?;
+        let last = plugin_status.faults.and_then(|f| f.last);
+        match last {
+            None => writeln!(out, "Last plugin fault: none")?,
+            Some(fault) => writeln!(
+                out,
+                "Last plugin fault: {} {}{}: {}",
+                fault.hook,
+                fault.kind,
+                fault.time.map(|t| format!(" at {}", t.0)).unwrap_or_default(),
+                fault.message
+            )?,
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_shows_health_registrations_conditions_and_the_last_plugin_fault() {
+        let addon: ManagedClusterAddOn = serde_json::from_value(json!({
+            "apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "ManagedClusterAddOn",
+            "metadata": {"name": "probe-trap", "namespace": "cluster1"},
+            "spec": {},
+            "status": {
+                "namespace": "agents",
+                "healthCheck": {"mode": "Customized"},
+                "registrations": [{"signerName": "kubernetes.io/kube-apiserver-client",
+                                   "subject": {"user": "u", "groups": ["g1", "g2"]}}],
+                "conditions": [{"type": "Available", "status": "Unknown", "reason": "NoProbeResult",
+                                "message": "probe-health gave no verdict: plugin fault (trap): boom",
+                                "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            },
+        }))
+        .unwrap();
+        let plugin: AddOnPlugin = serde_json::from_value(json!({
+            "apiVersion": "plugins.flotilla.dev/v1alpha1", "kind": "AddOnPlugin",
+            "metadata": {"name": "probe-trap"},
+            "spec": {"source": {"configMap": {"namespace": "p", "name": "p", "key": "k"}}},
+            "status": {"digest": "sha256:abc", "faults": {"windowSeconds": 60, "consecutive": 1,
+                       "last": {"hook": "probe-health", "kind": "trap", "message": "boom"}}},
+        }))
+        .unwrap();
+        let text = render_status(&addon, &[plugin]).unwrap();
+        for expected in [
+            "Namespace:       agents",
+            "Health:          Customized — Available Unknown (NoProbeResult): probe-health gave no verdict",
+            "kubernetes.io/kube-apiserver-client  user=u  groups=g1,g2",
+            "Available   Unknown   NoProbeResult",
+            "Plugin:          probe-trap (sha256:abc)",
+            "Last plugin fault: probe-health trap: boom",
+        ] {
+            assert!(text.contains(expected), "{expected:?} missing from:\n{text}");
+        }
+        let quiet = render_status(&ManagedClusterAddOn::new("a", Default::default()), &[]).unwrap();
+        assert!(quiet.contains("Health:          - — not reported yet"), "{quiet}");
+        assert!(quiet.contains("Registrations:   none"), "{quiet}");
+        assert!(quiet.contains("Plugin:          none registered"), "{quiet}");
+    }
 
     #[test]
     fn configs_and_placements_parse_or_say_what_is_expected() {

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{accept, addon, clusterset, controlplane, down, get, init, join, plugin, run, status, up, work};
+use crate::{
+    accept, addon, addon_agent, clusterset, controlplane, down, get, init, join, plugin, run, status, up,
+    work,
+};
 
 /// Flotilla: a multicluster control plane that speaks Open Cluster Management's APIs.
 #[derive(Debug, Parser)]
@@ -88,6 +91,9 @@ pub enum Command {
     /// Run, inspect and publish add-on plugins (WebAssembly components).
     #[command(subcommand)]
     Plugin(plugin::Command),
+    /// A stand-in add-on agent that only renews its lease (for demos and tests).
+    #[command(hide = true)]
+    AddonAgent(addon_agent::AddonAgentArgs),
 }
 
 /// `flotilla create …`.
@@ -123,6 +129,7 @@ impl Cli {
             Command::Addon(command) => command.run(&self.global).await,
             Command::Controlplane(command) => command.run(&self.global).await,
             Command::Plugin(command) => command.run(&self.global).await,
+            Command::AddonAgent(args) => addon_agent::run(&self.global, &args).await,
         }
     }
 }

@@ -64,6 +64,10 @@ pub struct JoinArgs {
     /// five of these without a renewal.
     #[arg(long, default_value_t = 60)]
     pub lease_duration_seconds: i32,
+    /// The period add-on agents renew their leases at (`--local` only): an add-on lease older
+    /// than five of these makes the add-on unavailable.
+    #[arg(long, default_value_t = 60)]
+    pub addon_lease_duration_seconds: u64,
     /// The klusterlet image (without `--local`).
     #[arg(long, default_value = "flotilla:latest")]
     pub image: String,
@@ -297,6 +301,10 @@ fn start_local(global: &GlobalArgs, args: &JoinArgs, server: &str) -> anyhow::Re
         .arg(format!(
             "--lease-duration-seconds={}",
             args.lease_duration_seconds
+        ))
+        .arg(format!(
+            "--addon-lease-duration-seconds={}",
+            args.addon_lease_duration_seconds
         ))
         .arg("--kubeconfig")
         .arg(&kubeconfig)

@@ -2,6 +2,7 @@
 
 mod accept;
 mod addon;
+mod addon_agent;
 mod cli;
 mod clusterset;
 mod controlplane;

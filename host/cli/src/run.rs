@@ -270,6 +270,10 @@ pub struct KlusterletArgs {
     /// Unknown after five of these without a renewal.
     #[arg(long, default_value_t = 60)]
     pub lease_duration_seconds: i32,
+    /// The period add-on agents renew their leases at; an add-on whose lease is older than five
+    /// of these is reported unavailable (OCM: 60).
+    #[arg(long, default_value_t = 60)]
+    pub addon_lease_duration_seconds: u64,
     /// How long an AppliedManifestWork whose ManifestWork vanished from the hub is kept before
     /// its objects are removed (e.g. `60m`, `2h`).
     #[arg(long = "appliedmanifestwork-eviction-grace-period", default_value = "60m", value_parser = parse_duration)]
@@ -401,6 +405,7 @@ pub async fn klusterlet(global: &GlobalArgs, args: &KlusterletArgs) -> anyhow::R
         agent_name: args.agent_name.clone(),
         agent_namespace: args.agent_namespace.clone(),
         lease_duration_seconds: args.lease_duration_seconds,
+        addon_lease_duration: Duration::from_secs(args.addon_lease_duration_seconds.max(1)),
         ..Default::default()
     };
     // The work agent uses the hub credential the registration agent writes (and rotates)

@@ -1,8 +1,8 @@
 //! Add-ons through the real `flotilla` binary and the real `flotilla hub`: `plugin register`
 //! creates the AddOnPlugin, the hub loads it and ensures its ClusterManagementAddOn, `addon
 //! enable` on a cluster becomes the add-on's deploy ManifestWork, `get addons` shows it,
-//! `addon enable|disable --placement` edits the install strategy, and `addon disable` removes
-//! the add-on and its work. Bad input is refused with a message that says what to do.
+//! `addon status` shows its health mode, conditions and plugin faults, `addon enable|disable
+//! --placement` edits the install strategy, and `addon disable` removes the add-on and its work. Bad input is refused with a message that says what to do.
 
 #![allow(
     clippy::unwrap_used,
@@ -199,6 +199,39 @@ async fn plugin_register_and_addon_enable_deploy_an_addon_that_get_addons_shows_
         .unwrap_or_else(|| panic!("no row for cluster1:\n{table}"));
     assert!(row.contains("helloworld"), "{table}");
     assert!(table.starts_with("CLUSTER"), "{table}");
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        &header[..5],
+        ["CLUSTER", "NAME", "AVAILABLE", "HEALTH", "REGISTRATIONS"],
+        "{table}"
+    );
+
+    // `addon status`: the hub writes the health mode (helloworld: Lease), nothing has judged the
+    // lease (no klusterlet), and the plugin has not failed.
+    let shown = wait::until("addon status shows the Lease health mode", TIMEOUT, || async {
+        let text = ok(flotilla(
+            kubeconfig,
+            &["addon", "status", "helloworld", "--cluster", "cluster1"],
+        ));
+        Ok::<_, String>(text.contains("Health:          Lease").then_some(text))
+    })
+    .await
+    .unwrap();
+    for expected in [
+        "Add-on:          helloworld",
+        "Cluster:         cluster1",
+        "Namespace:       open-cluster-management-agent-addon",
+        "Lease — not reported yet",
+        "ManifestApplied",
+        "Last plugin fault: none",
+    ] {
+        assert!(shown.contains(expected), "{expected:?} missing from:\n{shown}");
+    }
+    let message = refused(flotilla(
+        kubeconfig,
+        &["addon", "status", "helloworld", "--cluster", "nosuch"],
+    ));
+    assert!(message.contains("not enabled on cluster nosuch"), "{message}");
     let listed: serde_json::Value =
         serde_json::from_str(&ok(flotilla(kubeconfig, &["get", "addons", "-o", "json"]))).unwrap();
     assert_eq!(listed["items"].as_array().map(Vec::len), Some(1), "{listed}");

@@ -30,6 +30,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("HOSTILE_WASI", "hostile-wasi"),
     ("HOSTILE_LIAR", "hostile-liar"),
     ("HOSTILE_DESCRIBE_TRAP", "hostile-describe-trap"),
+    ("HOSTILE_PROBE_TRAP", "hostile-probe-trap"),
 ];
 
 /// Environment of the outer build that must not leak into the nested one.

@@ -524,3 +524,27 @@ async fn a_healthy_plugin_is_unaffected_by_every_hostile_plugin_running_at_the_s
         assert_eq!(result.unwrap(), expected);
     }
 }
+
+#[tokio::test]
+async fn a_customized_plugin_whose_probe_health_traps_is_unknown_naming_the_fault() {
+    let limits = hostile_limits();
+    let plugin = load("probe-trap", plugins::HOSTILE_PROBE_TRAP, limits)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            plugin.options().health,
+            flotilla_wasm::types::HealthMode::Customized(_)
+        ),
+        "describe answers with a customized prober"
+    );
+    let (c, a) = (cluster("cluster1"), addon("probe-trap"));
+    let health = ends_within(hang_bound(&limits), plugin.probe_health(&c, &a, &[])).await;
+    assert_eq!(health.status, HealthStatus::Unknown);
+    assert!(health.message.contains("trap"), "{}", health.message);
+    assert!(
+        health.message.contains("probe-health panics"),
+        "{}",
+        health.message
+    );
+}

@@ -31,8 +31,8 @@ use flotilla_core::addon::status::{
     without_pre_delete_finalizer, work_not_applied, works_not_built,
 };
 use flotilla_core::addon::works::{
-    AddonIdentity, AgentManifest, deploy_work_index, deploy_works, hook_work_completed, pre_delete_hook,
-    pre_delete_work, validate_manifests,
+    AddonIdentity, AgentManifest, deploy_work_index, deploy_works, hook_work_completed, manifest_configs,
+    pre_delete_hook, pre_delete_work, validate_manifests,
 };
 use flotilla_core::conditions::{self, NewCondition};
 use flotilla_wasm::inputs;
@@ -448,7 +448,11 @@ async fn render_and_apply(
         namespace: namespace.clone(),
         uid: addon.uid().unwrap_or_default(),
     };
-    let plan = match deploy_works(&identity, &manifests, &existing, &[], &references) {
+    // The work agent reports the status feedback the add-on's health prober reads.
+    let health = &plugin.options().health;
+    let probes = crate::health::probe_configs(health);
+    let configs = manifest_configs(crate::health::probe_feedback(health, &probes), &manifests, &[]);
+    let plan = match deploy_works(&identity, &manifests, &existing, &configs, &references) {
         Ok(plan) => plan,
         Err(e) => {
             set(status, works_not_built(&e.to_string()), now);

@@ -16,6 +16,7 @@
 
 pub mod configs;
 pub mod go_json;
+pub mod health;
 pub mod install;
 pub mod rollout;
 pub mod spec_hash;

@@ -7,9 +7,10 @@
 //!            ▼                                                                          │
 //!  names ─▶ identity (stored hub-kubeconfig-secret, or bootstrap: ManagedCluster + CSR) ┤
 //!            │                                                                          │
-//!            ▼  joined session, three loops on the current identity                    │
+//!            ▼  joined session, four loops on the current identity                     │
 //!     status: Joined, Available, version, capacity, claims   (every status interval)    │
 //!     lease:  renewTime of managed-cluster-lease            (every lease duration +≤25 %)│
+//!     add-on health: Available of Lease-mode add-ons        (lease watches; when stale) │
 //!     rotation: CSR at 20–25 % life left, swap identity     (certificate expired ───────┘
 //! ```
 //!
@@ -20,12 +21,14 @@
 //!
 //! Every call to the hub is a short request (polling, no watches): the client is taken from
 //! the current identity on each call, so a rotated certificate is used from the next request
-//! on, and a hung hub shows up as a timeout instead of a silent stall.
+//! on, and a hung hub shows up as a timeout instead of a silent stall. The add-on health loop
+//! is the exception: it watches add-ons and leases, and restarts its watches on a new identity.
 
 pub mod error;
 pub mod kubeconfig;
 pub mod progress;
 
+mod addon_health;
 mod bootstrap;
 mod csr;
 mod identity;
@@ -91,6 +94,9 @@ pub struct AgentOptions {
     pub request_timeout: Duration,
     /// Where the agent publishes its [`AgentStatus`]; subscribe before [`run`].
     pub status: StatusReporter,
+    /// The period add-on agents renew their leases at (60 s); an add-on lease older than five
+    /// of these makes the add-on unavailable.
+    pub addon_lease_duration: Duration,
 }
 
 impl Default for AgentOptions {
@@ -115,6 +121,7 @@ impl Default for AgentOptions {
             backoff_max: Duration::from_secs(60),
             request_timeout: Duration::from_secs(30),
             status: StatusReporter::default(),
+            addon_lease_duration: flotilla_core::addon::health::DEFAULT_LEASE_DURATION,
         }
     }
 }
@@ -201,7 +208,8 @@ async fn session(ctx: &Context, names: &Names, identity: identity::HubIdentity) 
     let (view_tx, view_rx) = watch::channel(status::ClusterView::default());
     tokio::select! {
         never = status::run(ctx, names, identity_rx.clone(), &view_tx) => match never {},
-        never = lease::run(ctx, names, identity_rx, view_rx) => match never {},
+        never = lease::run(ctx, names, identity_rx.clone(), view_rx.clone()) => match never {},
+        never = addon_health::run(ctx, names, identity_rx, view_rx) => match never {},
         lost = rotation::run(ctx, names, &identity_tx) => lost,
     }
 }

@@ -8,6 +8,8 @@
 //!  CSR (cluster-name label) ──────▶ csr ──────────────▶ /approval (renewals of accepted agents)
 //!  ManagedCluster, Lease, MCA ────▶ lease ────────────▶ Available Unknown (cluster, add-ons)
 //!  ManagedCluster ────────────────▶ taint ────────────▶ spec.taints unreachable/unavailable
+//!  ManagedCluster, MCA ───────────▶ addon_feature ────▶ feature.open-cluster-management.io/
+//!                                                       addon-<name> labels
 //!  ManagedClusterSet, clusters ───▶ clusterset ───────▶ ClusterSetEmpty; default/global sets
 //!  ManagedClusterSetBinding, sets ▶ clustersetbinding ▶ Bound
 //!  ManagedCluster ────────────────▶ deletion ─────────▶ resource-cleanup, add-on/work removal,
@@ -20,6 +22,7 @@
 //! all and runs until the returned future is dropped.
 
 mod accept;
+mod addon_feature;
 mod clusterset;
 mod clustersetbinding;
 mod csr;
@@ -71,6 +74,7 @@ pub async fn run(client: Client, options: HubOptions) -> Result<()> {
         csr::run(client.clone(), options.clone()),
         lease::run(client.clone(), options.clone()),
         taint::run(client.clone(), options.clone()),
+        addon_feature::run(client.clone(), options.clone()),
         clusterset::run(client.clone(), options.clone()),
         clustersetbinding::run(client.clone(), options.clone()),
         deletion::run(client, options),

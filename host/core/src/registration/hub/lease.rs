@@ -105,13 +105,17 @@ pub fn expired_cluster_condition(cluster_conditions: &[Condition]) -> Option<New
 
 /// The `Available` condition to set on an add-on of a cluster whose Available condition is
 /// `cluster_available`: Unknown with the cluster's reason and message while the cluster is
-/// Unknown and the add-on is not; otherwise `None` (leave the add-on alone).
+/// Unknown — also over an add-on already Unknown for another reason (a missing lease), as OCM's
+/// health check controller overwrites it; otherwise, or when the add-on already says exactly
+/// that, `None` (leave the add-on alone).
 pub fn addon_condition<'a>(
     cluster_available: Option<&'a Condition>,
     addon_conditions: &[Condition],
 ) -> Option<NewCondition<'a>> {
     let cluster = cluster_available.filter(|c| c.status == UNKNOWN)?;
-    if conditions::find(addon_conditions, ADDON_CONDITION_AVAILABLE).is_some_and(|c| c.status == UNKNOWN) {
+    if conditions::find(addon_conditions, ADDON_CONDITION_AVAILABLE)
+        .is_some_and(|c| c.status == UNKNOWN && c.reason == cluster.reason && c.message == cluster.message)
+    {
         return None;
     }
     Some(NewCondition {
@@ -238,7 +242,12 @@ mod tests {
         assert_eq!(addon_condition(None, &healthy), None);
         let cluster = condition(CONDITION_AVAILABLE, UNKNOWN, REASON_LEASE_UPDATE_STOPPED);
         let unknown = vec![condition(ADDON_CONDITION_AVAILABLE, UNKNOWN, "Whatever")];
-        assert_eq!(addon_condition(Some(&cluster), &unknown), None);
+        let overwritten = addon_condition(Some(&cluster), &unknown).expect("the cluster's reason wins");
+        assert_eq!(overwritten.reason, REASON_LEASE_UPDATE_STOPPED);
+        let mut same = unknown.clone();
+        same[0].reason = cluster.reason.clone();
+        same[0].message = cluster.message.clone();
+        assert_eq!(addon_condition(Some(&cluster), &same), None);
     }
 
     #[rstest]

@@ -1,0 +1,168 @@
+//! The health controller: for each ManagedClusterAddOn whose plugin probes health on the hub,
+//! `status.healthCheck.mode` from the plugin's `describe` and the `Available` condition from
+//! the deploy works' status feedback, as addon-framework's health check does.
+//!
+//! ```text
+//!  ManagedClusterAddOn ─────────────────────────────┐
+//!  ManifestWork (addon-name label) ─────────────────┤
+//!  AddOnPlugin (same name) ─────────────────────────┼─▶ reconcile(add-on) ─▶ healthCheck.mode,
+//!  ManagedCluster (cluster namespace) ──────────────┘                       Available
+//! ```
+//!
+//! The decisions are `flotilla_core::addon::health` (`assess`, `workload_check`,
+//! `probe_condition`); a `customized` prober's verdict comes from the plugin's `probe-health`,
+//! where any fault or timeout is Unknown naming the fault, never Available. Lease-mode add-ons
+//! only get their mode written: the klusterlet judges their leases.
+
+mod reconcile;
+
+use std::sync::Arc;
+
+use flotilla_api::addon::consts::ADDON_NAME_LABEL;
+use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
+use flotilla_api::cluster::v1::ManagedCluster;
+use flotilla_api::plugins::v1alpha1::AddOnPlugin;
+use flotilla_api::work::v1::{
+    FeedBackType, FeedbackRule, JsonPath, ManifestConfigOption, ResourceIdentifier,
+};
+use flotilla_core::addon::health::Prober;
+use flotilla_core::addon::works::ProbeFeedback;
+use flotilla_wasm::PluginRegistry;
+use flotilla_wasm::types::{self, HealthMode};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, ResourceExt};
+
+use crate::Options;
+
+/// What one reconcile needs.
+pub(crate) struct Context {
+    pub(crate) client: Client,
+    pub(crate) registry: Arc<PluginRegistry>,
+    pub(crate) options: Options,
+}
+
+/// The host's prober for a plugin's health mode.
+pub(crate) fn prober(mode: &HealthMode) -> Prober {
+    match mode {
+        HealthMode::Lease => Prober::Lease,
+        HealthMode::Work => Prober::Work,
+        HealthMode::DeploymentAvailability => Prober::DeploymentAvailability,
+        HealthMode::WorkloadAvailability => Prober::WorkloadAvailability,
+        HealthMode::Customized(fields) => {
+            Prober::Fields(fields.iter().map(|f| identifier(&f.resource)).collect())
+        }
+        HealthMode::None => Prober::None,
+    }
+}
+
+fn identifier(resource: &types::ResourceIdentifier) -> ResourceIdentifier {
+    ResourceIdentifier {
+        group: resource.group.clone(),
+        resource: resource.resource.clone(),
+        name: resource.name.clone(),
+        namespace: resource.namespace.clone(),
+    }
+}
+
+/// The feedback rules a `customized` prober asks of the work agent (OCM `ProbeFields`).
+pub(crate) fn probe_configs(mode: &HealthMode) -> Vec<ManifestConfigOption> {
+    let HealthMode::Customized(fields) = mode else {
+        return Vec::new();
+    };
+    fields
+        .iter()
+        .map(|field| ManifestConfigOption {
+            resource_identifier: identifier(&field.resource),
+            feedback_rules: field
+                .rules
+                .iter()
+                .map(|rule| match rule {
+                    types::FeedbackRule::WellKnownStatus => FeedbackRule {
+                        type_: FeedBackType::WellKnownStatus,
+                        json_paths: Vec::new(),
+                    },
+                    types::FeedbackRule::JsonPaths(paths) => FeedbackRule {
+                        type_: FeedBackType::JSONPaths,
+                        json_paths: paths
+                            .iter()
+                            .map(|p| JsonPath {
+                                name: p.name.clone(),
+                                version: String::new(),
+                                path: p.path.clone(),
+                            })
+                            .collect(),
+                    },
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// Which feedback the deploy works carry for a health mode; `configs` are
+/// [`probe_configs`] of the same mode.
+pub(crate) fn probe_feedback<'a>(
+    mode: &HealthMode,
+    configs: &'a [ManifestConfigOption],
+) -> ProbeFeedback<'a> {
+    match mode {
+        HealthMode::Customized(_) => ProbeFeedback::Fields(configs),
+        HealthMode::DeploymentAvailability => ProbeFeedback::DeploymentAvailability,
+        HealthMode::WorkloadAvailability => ProbeFeedback::WorkloadAvailability,
+        HealthMode::Lease | HealthMode::Work | HealthMode::None => ProbeFeedback::None,
+    }
+}
+
+/// The add-ons in the store matching `keep`.
+fn select(
+    store: &Store<ManagedClusterAddOn>,
+    keep: impl Fn(&ManagedClusterAddOn) -> bool,
+) -> Vec<ObjectRef<ManagedClusterAddOn>> {
+    store
+        .state()
+        .iter()
+        .filter(|a| keep(a))
+        .map(|a| ObjectRef::from_obj(a.as_ref()))
+        .collect()
+}
+
+/// Runs the controller until dropped.
+pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
+    let controller = Controller::new(
+        Api::<ManagedClusterAddOn>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let (by_plugin, by_cluster) = (controller.store(), controller.store());
+    let controller = controller
+        .watches(
+            Api::<flotilla_api::work::v1::ManifestWork>::all(client.clone()),
+            watcher::Config::default().labels(ADDON_NAME_LABEL),
+            |work| {
+                let addon = work.labels().get(ADDON_NAME_LABEL)?;
+                Some(ObjectRef::new(addon).within(&work.namespace()?))
+            },
+        )
+        .watches(
+            Api::<AddOnPlugin>::all(client.clone()),
+            watcher::Config::default(),
+            move |plugin| {
+                let name = crate::plugin::addon_name(&plugin);
+                select(&by_plugin, |a| a.name_any() == name)
+            },
+        )
+        .watches(
+            Api::<ManagedCluster>::all(client.clone()),
+            watcher::Config::default(),
+            move |cluster| {
+                let name = cluster.name_any();
+                select(&by_cluster, |a| a.namespace().as_deref() == Some(name.as_str()))
+            },
+        );
+    let context = Arc::new(Context {
+        client,
+        registry,
+        options,
+    });
+    flotilla_kube::controller::run("addon-health", controller, reconcile::reconcile, context).await;
+}

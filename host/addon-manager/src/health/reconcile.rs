@@ -1,0 +1,161 @@
+//! One health check of a ManagedClusterAddOn: return early when it is being deleted, its
+//! cluster is not accepted, it is not the add-on manager's, or its plugin is not loaded; write
+//! `status.healthCheck.mode` from the plugin's health mode; for hub-side probers assess the deploy
+//! works (`flotilla_core::addon::health::assess`) and let the checker decide — the workload rule,
+//! or the plugin's `probe-health` for `customized`; patch status once if it changed.
+
+use std::sync::Arc;
+
+use flotilla_api::addon::consts::ADDON_NAME_LABEL;
+use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
+use flotilla_api::cluster::v1::ManagedCluster;
+use flotilla_api::work::v1::{FieldValue, ManifestWork, ValueType};
+use flotilla_core::addon::health::{
+    Assessment, FieldResult, Prober, Verdict, assess, health_check_mode, probe_condition, workload_check,
+};
+use flotilla_core::addon::install::is_managed_by_addon_manager;
+use flotilla_core::conditions;
+use flotilla_wasm::inputs;
+use flotilla_wasm::types::{FeedbackField, FeedbackValue, HealthStatus, ResourceIdentifier};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::ListParams;
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+
+use super::{Context, prober};
+use crate::error::{self, Result};
+
+/// Checks one add-on's health (see the module docs).
+pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
+    if addon.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
+    let client = &ctx.client;
+    let cluster = Api::<ManagedCluster>::all(client.clone())
+        .get_opt(&namespace)
+        .await
+        .map_err(error::read(format!("ManagedCluster {namespace}")))?;
+    let Some(cluster) = cluster.filter(|c| c.spec.hub_accepts_client) else {
+        return Ok(Action::await_change());
+    };
+    let cma = Api::<ClusterManagementAddOn>::all(client.clone())
+        .get_opt(&name)
+        .await
+        .map_err(error::read(format!("ClusterManagementAddOn {name}")))?;
+    if !cma.is_some_and(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) {
+        return Ok(Action::await_change());
+    }
+    let Some(plugin) = ctx.registry.get(&name) else {
+        // The AddOnPlugin watch brings the add-on back once its plugin is loaded.
+        return Ok(Action::requeue(ctx.options.retry));
+    };
+
+    let prober = prober(&plugin.options().health);
+    let current = addon.status.clone().unwrap_or_default();
+    let mut desired = current.clone();
+    desired.health_check.mode = Some(health_check_mode(&prober));
+    let works = match prober {
+        Prober::Fields(_) | Prober::DeploymentAvailability | Prober::WorkloadAvailability => {
+            Api::<ManifestWork>::namespaced(client.clone(), &namespace)
+                .list(&ListParams::default().labels(&format!("{ADDON_NAME_LABEL}={name}")))
+                .await
+                .map_err(error::read(format!("ManifestWorks of {namespace}/{name}")))?
+                .items
+        }
+        Prober::Lease | Prober::Work | Prober::None => Vec::new(),
+    };
+    let cluster_conditions = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let condition = match assess(&name, &prober, &current.conditions, &cluster_conditions, &works) {
+        Assessment::Keep => None,
+        Assessment::Set(condition) => Some(condition),
+        Assessment::Check(results) => {
+            let verdict = match prober {
+                Prober::Fields(_) => probe(&plugin, &cluster, &addon, &results).await,
+                _ => match workload_check(&results) {
+                    Ok(()) => Verdict::Available,
+                    Err(why) => Verdict::Unavailable(why),
+                },
+            };
+            Some(probe_condition(&name, verdict))
+        }
+    };
+    if let Some(condition) = condition {
+        conditions::set(&mut desired.conditions, condition, Timestamp::now());
+    }
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
+    if flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired).await? {
+        tracing::debug!(addon = %name, cluster = %namespace, "health status updated");
+    }
+    Ok(Action::requeue(ctx.options.resync))
+}
+
+/// The plugin's verdict on the feedback; bad inputs and any fault are Unknown, never Available.
+async fn probe(
+    plugin: &flotilla_wasm::Plugin,
+    cluster: &ManagedCluster,
+    addon: &ManagedClusterAddOn,
+    results: &[FieldResult],
+) -> Verdict {
+    let inputs = serde_json::to_value(cluster)
+        .map_err(|e| e.to_string())
+        .and_then(|c| inputs::cluster(&c).map_err(|e| e.to_string()))
+        .and_then(|c| {
+            let a = serde_json::to_value(addon).map_err(|e| e.to_string())?;
+            let default_ns = plugin.options().default_install_namespace.as_deref();
+            // Health does not depend on configs; the install namespace falls back to the
+            // add-on's own and the plugin's default.
+            inputs::addon(&a, &[], default_ns)
+                .map(|a| (c, a))
+                .map_err(|e| e.to_string())
+        });
+    let (cluster_input, addon_input) = match inputs {
+        Ok(inputs) => inputs,
+        Err(e) => return Verdict::Unknown(format!("probe-health not called: {e}")),
+    };
+    let fields = feedback_fields(results);
+    let result = plugin.probe_health(&cluster_input, &addon_input, &fields).await;
+    match result.status {
+        HealthStatus::Available => Verdict::Available,
+        HealthStatus::Unavailable => Verdict::Unavailable(result.message),
+        HealthStatus::Unknown => {
+            tracing::warn!(addon = %addon.name_any(), cluster = %cluster.name_any(), message = %result.message, "probe-health gave no verdict");
+            Verdict::Unknown(format!("probe-health gave no verdict: {}", result.message))
+        }
+    }
+}
+
+/// The feedback as the plugin's `probe-health` takes it.
+fn feedback_fields(results: &[FieldResult]) -> Vec<FeedbackField> {
+    results
+        .iter()
+        .flat_map(|r| {
+            r.values.iter().filter_map(move |v| {
+                Some(FeedbackField {
+                    resource: ResourceIdentifier {
+                        group: r.resource.group.clone(),
+                        resource: r.resource.resource.clone(),
+                        name: r.resource.name.clone(),
+                        namespace: r.resource.namespace.clone(),
+                    },
+                    name: v.name.clone(),
+                    value: value(&v.value)?,
+                })
+            })
+        })
+        .collect()
+}
+
+/// A feedback value in the contract's terms; None when the typed field is missing.
+fn value(value: &FieldValue) -> Option<FeedbackValue> {
+    Some(match value.type_ {
+        ValueType::Integer => FeedbackValue::Integer(value.integer?),
+        ValueType::String => FeedbackValue::Text(value.string.clone()?),
+        ValueType::Boolean => FeedbackValue::Boolean(value.boolean?),
+        ValueType::JsonRaw => FeedbackValue::Json(value.json_raw.clone()?),
+    })
+}

@@ -1,0 +1,148 @@
+//! `flotilla addon-agent` (hidden): a stand-in add-on agent that only renews its lease, the way
+//! an OCM add-on agent's lease updater does, so add-on health can be shown without a container
+//! runtime.
+//!
+//! ```text
+//!  default:                   Lease <addon> in --namespace on the managed cluster (--kubeconfig)
+//!  --hub-kubeconfig-secret:   secret <addon>-hub-kubeconfig in --namespace ──▶ temp dir (as a
+//!                             mounted volume) ──▶ Lease <addon> in the cluster namespace on the
+//!                             hub, with that credential only
+//! ```
+//!
+//! It renews every `--lease-seconds` until stopped; a failed renewal is logged and retried at
+//! the next period. In hub mode the secret is read again for every renewal, so a rotated
+//! certificate is picked up as a remounted volume would be.
+
+use std::{path::Path, time::Duration};
+
+use anyhow::Context as _;
+use clap::Args;
+use flotilla_api::addon::consts::DEFAULT_INSTALL_NAMESPACE;
+use k8s_openapi::{
+    api::{coordination::v1::Lease, core::v1::Secret},
+    apimachinery::pkg::apis::meta::v1::MicroTime,
+    jiff::Timestamp,
+};
+use kube::{
+    Api, Client,
+    api::{ObjectMeta, PostParams},
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+use crate::cli::GlobalArgs;
+
+/// Key of the cluster name in the add-on's hub kubeconfig secret.
+const CLUSTER_NAME_KEY: &str = "cluster-name";
+/// Key of the kubeconfig in the add-on's hub kubeconfig secret.
+const KUBECONFIG_KEY: &str = "kubeconfig";
+
+#[derive(Debug, Args)]
+pub struct AddonAgentArgs {
+    /// The add-on's name (the lease's name).
+    #[arg(long)]
+    pub addon: String,
+    /// The add-on's install namespace on the managed cluster.
+    #[arg(long, default_value = DEFAULT_INSTALL_NAMESPACE)]
+    pub namespace: String,
+    /// Seconds between renewals.
+    #[arg(long, default_value_t = 60)]
+    pub lease_seconds: u64,
+    /// Renew the lease on the hub, in the cluster namespace, with only the credential of secret
+    /// `<addon>-hub-kubeconfig` in the install namespace.
+    #[arg(long)]
+    pub hub_kubeconfig_secret: bool,
+}
+
+/// Renews the lease until the process is stopped.
+pub async fn run(global: &GlobalArgs, args: &AddonAgentArgs) -> anyhow::Result<()> {
+    let (managed, _) = crate::kube::client(global)
+        .await
+        .context("connect to the managed cluster")?;
+    let period = Duration::from_secs(args.lease_seconds.max(1));
+    eprintln!(
+        "flotilla addon-agent: renewing Lease {} every {}s {}",
+        args.addon,
+        period.as_secs(),
+        if args.hub_kubeconfig_secret {
+            "on the hub with the add-on's hub kubeconfig"
+        } else {
+            "on the managed cluster"
+        }
+    );
+    loop {
+        let result = match args.hub_kubeconfig_secret {
+            false => renew(&managed, &args.namespace, &args.addon, period).await,
+            true => renew_on_hub(&managed, args, period).await,
+        };
+        if let Err(error) = result {
+            eprintln!("flotilla addon-agent: {error:#}");
+        }
+        tokio::time::sleep(period).await;
+    }
+}
+
+/// One renewal on the hub with the add-on's own hub credential.
+async fn renew_on_hub(managed: &Client, args: &AddonAgentArgs, period: Duration) -> anyhow::Result<()> {
+    let name = format!("{}-hub-kubeconfig", args.addon);
+    let secret = Api::<Secret>::namespaced(managed.clone(), &args.namespace)
+        .get(&name)
+        .await
+        .with_context(|| format!("read secret {}/{name}", args.namespace))?;
+    let mount = tempfile::tempdir().context("create a directory for the secret")?;
+    for (key, value) in secret.data.iter().flatten() {
+        std::fs::write(mount.path().join(key), &value.0)
+            .with_context(|| format!("write key {key} of secret {name}"))?;
+    }
+    let cluster = std::fs::read_to_string(mount.path().join(CLUSTER_NAME_KEY))
+        .with_context(|| format!("secret {name} has no {CLUSTER_NAME_KEY}"))?;
+    let hub = hub_client(&mount.path().join(KUBECONFIG_KEY))
+        .await
+        .with_context(|| format!("use the kubeconfig of secret {name}"))?;
+    renew(&hub, cluster.trim(), &args.addon, period).await
+}
+
+/// A client from a kubeconfig file whose relative paths (`tls.crt`, `tls.key`) are beside it.
+async fn hub_client(path: &Path) -> anyhow::Result<Client> {
+    let kubeconfig = Kubeconfig::read_from(path).context("read kubeconfig")?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .context("load kubeconfig")?;
+    Client::try_from(config).context("build client")
+}
+
+/// Sets `renewTime` of Lease `name` in `namespace` to now, creating the lease if needed.
+async fn renew(client: &Client, namespace: &str, name: &str, period: Duration) -> anyhow::Result<()> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let now = MicroTime(Timestamp::now());
+    match api
+        .get_opt(name)
+        .await
+        .with_context(|| format!("read Lease {namespace}/{name}"))?
+    {
+        Some(mut lease) => {
+            lease.spec.get_or_insert_with(Default::default).renew_time = Some(now);
+            api.replace(name, &PostParams::default(), &lease)
+                .await
+                .with_context(|| format!("renew Lease {namespace}/{name}"))?;
+        }
+        None => {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(name.to_owned()),
+                    namespace: Some(namespace.to_owned()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+                    holder_identity: Some(name.to_owned()),
+                    lease_duration_seconds: i32::try_from(period.as_secs()).ok(),
+                    renew_time: Some(now),
+                    ..Default::default()
+                }),
+            };
+            api.create(&PostParams::default(), &lease)
+                .await
+                .with_context(|| format!("create Lease {namespace}/{name}"))?;
+        }
+    }
+    Ok(())
+}
