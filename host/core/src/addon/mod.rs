@@ -17,6 +17,7 @@
 pub mod configs;
 pub mod go_json;
 pub mod install;
+pub mod registration;
 pub mod rollout;
 pub mod spec_hash;
 pub mod status;
