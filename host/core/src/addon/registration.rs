@@ -278,22 +278,12 @@ pub enum CsrRefusal {
         signer: String,
     },
     /// The request's subject is not the registration's.
-    #[error(
-        "subject (CN {common_name:?}, O {organizations:?}, OU {units:?}) is not the registration's (CN {want_user:?}, O {want_groups:?}, OU {want_units:?})"
-    )]
+    #[error("subject {requested} is not the registration's {registered}")]
     SubjectMismatch {
-        /// Requested CN.
-        common_name: String,
-        /// Requested O.
-        organizations: Vec<String>,
-        /// Requested OU.
-        units: Vec<String>,
-        /// Registered user.
-        want_user: String,
-        /// Registered groups.
-        want_groups: Vec<String>,
-        /// Registered units.
-        want_units: Vec<String>,
+        /// The requested subject, as `(CN …, O […], OU […])`.
+        requested: String,
+        /// The registered subject, same form.
+        registered: String,
     },
 }
 
@@ -360,13 +350,14 @@ pub fn check_csr<'r>(
             signer: csr.signer_name.to_owned(),
         })?;
     if !subject_matches(csr, &registration.subject) {
+        let show = |cn: &str, o: &[String], ou: &[String]| format!("(CN {cn:?}, O {o:?}, OU {ou:?})");
         return Err(CsrRefusal::SubjectMismatch {
-            common_name: csr.common_name.to_owned(),
-            organizations: csr.organizations.to_vec(),
-            units: csr.organizational_units.to_vec(),
-            want_user: registration.subject.user.clone(),
-            want_groups: registration.subject.groups.clone(),
-            want_units: registration.subject.organization_units.clone(),
+            requested: show(csr.common_name, csr.organizations, csr.organizational_units),
+            registered: show(
+                &registration.subject.user,
+                &registration.subject.groups,
+                &registration.subject.organization_units,
+            ),
         });
     }
     Ok(registration)
@@ -590,14 +581,12 @@ impl x509_cert::builder::profile::BuilderProfile for ClientLeaf {
     ) -> x509_cert::builder::Result<Vec<x509_cert::ext::Extension>> {
         use x509_cert::ext::ToExtension;
         use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, KeyUsages};
-        let mut extensions = Vec::new();
-        extensions.push(
-            BasicConstraints {
-                ca: false,
-                path_len_constraint: None,
-            }
-            .to_extension(tbs.subject(), &extensions)?,
-        );
+        let not_ca = BasicConstraints {
+            ca: false,
+            path_len_constraint: None,
+        }
+        .to_extension(tbs.subject(), &[])?;
+        let mut extensions = vec![not_ca];
         extensions.push(
             KeyUsage(KeyUsages::DigitalSignature | KeyUsages::KeyEncipherment)
                 .to_extension(tbs.subject(), &extensions)?,
