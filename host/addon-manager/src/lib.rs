@@ -15,6 +15,11 @@
 //!                                                           the pre-delete finalizer),
 //!                                                           ManifestApplied/Progressing,
 //!                                                           lastAppliedConfig, HookManifestCompleted
+//!  ManagedClusterAddOn, CMA, AddOnPlugin      ▶ registration ▶ status.registrations/namespace,
+//!                                                           hub-permissions Roles/RoleBindings,
+//!                                                           RegistrationApplied
+//!  CertificateSigningRequest (addon-name)     ▶ csr ─────▶ approval (host checks + approve-csr),
+//!                                                           custom-signer certificates, Events
 //! ```
 //!
 //! Each controller is a module with `mod.rs` (what it watches) and `reconcile.rs` (one
@@ -24,10 +29,12 @@
 //! until the returned future is dropped.
 
 mod configs;
+mod csr;
 mod deploy;
 pub mod error;
 mod install;
 mod plugin;
+mod registration;
 mod rollout;
 
 use std::sync::Arc;
@@ -70,6 +77,8 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
         plugin::run(client.clone(), Arc::clone(&registry), options.clone()),
         install::run(client.clone(), options.clone()),
         rollout::run(client.clone(), options.clone()),
+        registration::run(client.clone(), Arc::clone(&registry), options.clone()),
+        csr::run(client.clone(), Arc::clone(&registry), options.clone()),
         deploy::run(client, registry, options),
     );
 }
