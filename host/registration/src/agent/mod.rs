@@ -22,6 +22,7 @@
 //! the current identity on each call, so a rotated certificate is used from the next request
 //! on, and a hung hub shows up as a timeout instead of a silent stall.
 
+pub mod addon_credentials;
 pub mod error;
 pub mod kubeconfig;
 pub mod progress;
@@ -201,6 +202,7 @@ async fn session(ctx: &Context, names: &Names, identity: identity::HubIdentity) 
     let (view_tx, view_rx) = watch::channel(status::ClusterView::default());
     tokio::select! {
         never = status::run(ctx, names, identity_rx.clone(), &view_tx) => match never {},
+        never = addon_credentials::run(ctx, names, identity_rx.clone()) => match never {},
         never = lease::run(ctx, names, identity_rx, view_rx) => match never {},
         lost = rotation::run(ctx, names, &identity_tx) => lost,
     }
