@@ -5,7 +5,9 @@
 //! on cluster1, shaped as an OCM add-on agent expects → a client built ONLY from that secret's
 //! files reads configmaps in `cluster1` on the hub, is refused (403) in `cluster2` and on
 //! secrets across the hub, and renews a Lease `helloworld` in `cluster1` → disabling the add-on
-//! removes the hub Role/RoleBinding and the secret.
+//! removes the hub Role/RoleBinding and the secret. Then custom-signer: its certificate is
+//! signed by the hub with the CA its `AddOnPlugin.spec.signers` names and written to
+//! `custom-signer-example.com-custom-signer-client-cert`, and removed with the add-on.
 
 #![allow(
     clippy::unwrap_used,
@@ -257,6 +259,125 @@ async fn helloworld_gets_a_hub_credential_through_the_plugin_that_reaches_only_i
                 .await?;
             let secret = secrets.get_opt(SECRET).await?;
             Ok((role.is_none() && binding.is_none() && secret.is_none()).then_some(()))
+        }
+    })
+    .await;
+
+    // custom-signer: its certificate is signed by the hub with the CA its AddOnPlugin names.
+    let ca = flotilla_testing::pki::CertificateAuthority::new("custom-signer e2e CA").unwrap();
+    let ca_secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("custom-signer-ca".into()),
+            ..ObjectMeta::default()
+        },
+        type_: Some("kubernetes.io/tls".into()),
+        data: Some(std::collections::BTreeMap::from([
+            (
+                "tls.crt".to_owned(),
+                k8s_openapi::ByteString(ca.cert_pem().as_bytes().to_vec()),
+            ),
+            (
+                "tls.key".to_owned(),
+                k8s_openapi::ByteString(ca.key_pem().as_bytes().to_vec()),
+            ),
+        ])),
+        ..Secret::default()
+    };
+    Api::<Secret>::namespaced(hub_client.clone(), "open-cluster-management-hub")
+        .create(&PostParams::default(), &ca_secret)
+        .await
+        .unwrap();
+    let reference = registry.reference("addons/custom-signer", "v1");
+    let pushed = ok(flotilla_at(
+        state,
+        admin,
+        &["plugin", "push", plugins::CUSTOM_SIGNER, &reference, "--insecure"],
+    ));
+    let digest = pushed_digest(&pushed);
+    ok(flotilla_at(
+        state,
+        admin,
+        &[
+            "plugin",
+            "register",
+            "custom-signer",
+            "--oci",
+            &reference,
+            "--digest",
+            &digest,
+            "--insecure",
+        ],
+    ));
+    let merge = |value: serde_json::Value| kube::api::Patch::Merge(value);
+    Api::<flotilla_api::plugins::v1alpha1::AddOnPlugin>::all(hub_client.clone())
+        .patch(
+            "custom-signer",
+            &kube::api::PatchParams::default(),
+            &merge(
+                serde_json::json!({"spec": {"signers": [{"signerName": "example.com/custom-signer",
+                "caSecretRef": {"namespace": "open-cluster-management-hub", "name": "custom-signer-ca"}}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    Api::<flotilla_api::cluster::v1::ManagedCluster>::all(hub_client.clone())
+        .patch(
+            "cluster1",
+            &kube::api::PatchParams::default(),
+            &merge(
+                serde_json::json!({"metadata": {"labels": {"custom-signer.example.com/enabled": "true"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    ok(flotilla_at(
+        state,
+        admin,
+        &[
+            "addon",
+            "enable",
+            "--names",
+            "custom-signer",
+            "--clusters",
+            "cluster1",
+        ],
+    ));
+    let custom_secret = "custom-signer-example.com-custom-signer-client-cert";
+    let custom = await_or_logs(state, "custom-signer client cert on cluster1", || {
+        let secrets = secrets.clone();
+        async move { secrets.get_opt(custom_secret).await }
+    })
+    .await;
+    let data = custom.data.as_ref().unwrap();
+    let mut keys: Vec<&str> = data.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["cluster-name", "tls.crt", "tls.key"]);
+    use der::DecodePem;
+    let certificate = x509_cert::Certificate::from_pem(&data["tls.crt"].0).unwrap();
+    assert_eq!(
+        certificate.tbs_certificate().issuer().to_string(),
+        "CN=custom-signer e2e CA"
+    );
+    let info = flotilla_core::x509::parse_certificate(&data["tls.crt"].0).unwrap();
+    assert_eq!(info.subject.common_name, "custom-signer-agent:cluster1");
+    ok(flotilla_at(
+        state,
+        admin,
+        &[
+            "addon",
+            "disable",
+            "--names",
+            "custom-signer",
+            "--clusters",
+            "cluster1",
+        ],
+    ));
+    await_or_logs(state, "custom-signer secrets removed", || {
+        let secrets = secrets.clone();
+        async move {
+            let custom = secrets.get_opt(custom_secret).await?;
+            let kube_client = secrets.get_opt("custom-signer-hub-kubeconfig").await?;
+            Ok((custom.is_none() && kube_client.is_none()).then_some(()))
         }
     })
     .await;

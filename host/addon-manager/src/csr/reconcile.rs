@@ -22,7 +22,7 @@ use k8s_openapi::api::certificates::v1::{CertificateSigningRequest, CertificateS
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
@@ -256,29 +256,28 @@ async fn event(ctx: &Context, csr: &CertificateSigningRequest, type_: EventType,
     }
 }
 
-/// Adds `Approved` through `/approval`, guarded by the CSR's resourceVersion.
+/// Adds `Approved` through an update of `/approval` (what the hub's role grants, as OCM's
+/// approver does), guarded by the CSR's resourceVersion.
 async fn approve(ctx: &Context, csr: &CertificateSigningRequest) -> Result<()> {
     let name = csr.name_any();
     let now = Time(Timestamp::now());
-    let mut conditions = csr
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    conditions.push(CertificateSigningRequestCondition {
-        type_: "Approved".to_owned(),
-        status: "True".to_owned(),
-        reason: Some(REASON_AUTO_APPROVED_BY_HUB.to_owned()),
-        message: Some("Auto approving addon agent certificate after the add-on's checks passed.".to_owned()),
-        last_update_time: Some(now.clone()),
-        last_transition_time: Some(now),
-    });
-    let patch = json!({
-        "metadata": { "resourceVersion": csr.metadata.resource_version },
-        "status": { "conditions": conditions },
-    });
+    let mut updated = csr.clone();
+    let status = updated.status.get_or_insert_with(Default::default);
+    status
+        .conditions
+        .get_or_insert_with(Vec::new)
+        .push(CertificateSigningRequestCondition {
+            type_: "Approved".to_owned(),
+            status: "True".to_owned(),
+            reason: Some(REASON_AUTO_APPROVED_BY_HUB.to_owned()),
+            message: Some(
+                "Auto approving addon agent certificate after the add-on's checks passed.".to_owned(),
+            ),
+            last_update_time: Some(now.clone()),
+            last_transition_time: Some(now),
+        });
     Api::<CertificateSigningRequest>::all(ctx.client.clone())
-        .patch_approval(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .replace_subresource("approval", &name, &PostParams::default(), &updated)
         .await
         .map_err(error::write(format!("approval of CSR {name}")))?;
     Ok(())
