@@ -212,17 +212,17 @@ async fn credential(
                     message,
                 )
                 .await;
+                // A new request waits for the next pass.
+                return Ok(());
             }
             Some(CsrState::Issued(cert_pem)) => {
-                let Some(pending) = state.pending.remove(key) else {
-                    return Ok(());
-                };
+                let (csr, key_pem) = (pending.csr.clone(), pending.key_pem.clone());
                 let user = &registration.subject.user;
-                let info = match check_certificate(&cert_pem, &pending.key_pem, user, SystemTime::now()) {
+                let info = match check_certificate(&cert_pem, &key_pem, user, SystemTime::now()) {
                     Ok(info) => info,
                     Err(problem) => {
-                        let message =
-                            format!("CSR {} issued an unusable certificate: {problem}", pending.csr);
+                        state.pending.remove(key);
+                        let message = format!("CSR {csr} issued an unusable certificate: {problem}");
                         report(
                             hub,
                             addon,
@@ -234,7 +234,10 @@ async fn credential(
                         return Ok(());
                     }
                 };
-                write_secret(ctx, names, hub, registration, key, &cert_pem, &pending.key_pem).await?;
+                // Kept pending until written: a write that fails (the install namespace may not
+                // exist yet) is retried with the same certificate on the next pass.
+                write_secret(ctx, names, hub, registration, key, &cert_pem, &key_pem).await?;
+                state.pending.remove(key);
                 let message = format!(
                     "client certificate rotated starting from {} to {}",
                     timestamp(info.not_before),
