@@ -480,3 +480,30 @@ async fn custom_signer_csrs_are_signed_with_the_ca_the_addon_plugin_names() {
         "24 h from signing, issued 5 minutes back for clock skew"
     );
 }
+
+#[tokio::test]
+async fn an_addon_without_registrations_reports_nil_registration_and_gets_no_hub_permissions() {
+    let client = client().await;
+    support::register_plugin(&client, "reg-nil", flotilla_test_plugins::PRE_DELETE).await;
+    support::await_cma(&client, "reg-nil").await;
+    support::cluster(&client, "reg-e").await;
+    support::enable(&client, "reg-nil", "reg-e", json!([])).await;
+    let applied = support::await_condition(&client, "reg-e", "reg-nil", "RegistrationApplied", |c| {
+        c.status == "True"
+    })
+    .await;
+    assert_eq!(applied.reason, "NilRegistration");
+    let addon = Api::<ManagedClusterAddOn>::namespaced(client.clone(), "reg-e")
+        .get("reg-nil")
+        .await
+        .expect("add-on");
+    let status = addon.status.expect("status");
+    assert!(status.registrations.is_empty());
+    assert_eq!(status.namespace, "open-cluster-management-agent-addon");
+    let selector = ListParams::default().labels("open-cluster-management.io/addon-name=reg-nil");
+    let roles = Api::<Role>::namespaced(client.clone(), "reg-e")
+        .list(&selector)
+        .await
+        .expect("roles");
+    assert!(roles.items.is_empty());
+}
