@@ -18,6 +18,11 @@
 //!  ManagedClusterAddOn, ManifestWork,          ▶ health ──▶ healthCheck.mode, Available (work
 //!  AddOnPlugin, ManagedCluster                              feedback ▶ workload rule or the
 //!                                                           plugin's probe-health)
+//!  ManagedClusterAddOn, CMA, AddOnPlugin      ▶ registration ▶ status.registrations/namespace,
+//!                                                           hub-permissions Roles/RoleBindings,
+//!                                                           RegistrationApplied
+//!  CertificateSigningRequest (addon-name)     ▶ csr ─────▶ approval (host checks + approve-csr),
+//!                                                           custom-signer certificates, Events
 //! ```
 //!
 //! Each controller is a module with `mod.rs` (what it watches) and `reconcile.rs` (one
@@ -27,11 +32,13 @@
 //! until the returned future is dropped.
 
 mod configs;
+mod csr;
 mod deploy;
 pub mod error;
 mod health;
 mod install;
 mod plugin;
+mod registration;
 mod rollout;
 
 use std::sync::Arc;
@@ -74,6 +81,8 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
         plugin::run(client.clone(), Arc::clone(&registry), options.clone()),
         install::run(client.clone(), options.clone()),
         rollout::run(client.clone(), options.clone()),
+        registration::run(client.clone(), Arc::clone(&registry), options.clone()),
+        csr::run(client.clone(), Arc::clone(&registry), options.clone()),
         deploy::run(client.clone(), Arc::clone(&registry), options.clone()),
         health::run(client, registry, options),
     );

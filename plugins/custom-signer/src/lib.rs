@@ -90,9 +90,12 @@ pub fn approve_custom(cluster: &Cluster, addon: &AddOn, csr: &Csr) -> CsrDecisio
             csr.organizational_units, want.organization_units
         ));
     }
-    if !csr.dns_names.is_empty() {
+    // OCM's registration agent puts the one DNS name `<addon>.addon.open-cluster-management.io`
+    // in every add-on CSR; nothing else is allowed.
+    let agent_san = format!("{}.addon.open-cluster-management.io", addon.name);
+    if csr.dns_names.iter().any(|n| *n != agent_san) {
         return deny(format!(
-            "custom certificates carry no DNS names, got {:?}",
+            "custom certificates carry no DNS names but {agent_san:?}, got {:?}",
             csr.dns_names
         ));
     }
@@ -129,7 +132,7 @@ impl Addon for CustomSigner {
         let ns = addon.install_namespace.as_str();
         let pod_labels = labels([("app", AGENT_NAME)]);
         // The registration agent writes the signed certificate to this secret.
-        let cert_secret = format!("{}-{}-client-cert", addon.name, SIGNER.replace(['/', '.'], "-"));
+        let cert_secret = format!("{}-{}-client-cert", addon.name, SIGNER.replace('/', "-"));
         let deployment = agent_deployment(
             AGENT_NAME,
             ns,

@@ -72,6 +72,13 @@ fn the_policy_denies_everything_else_with_a_reason() {
     let mut dns = csr.clone();
     dns.dns_names = vec!["evil.example.com".into()];
     denied(h.approve_csr(&cluster, &addon, &dns), "DNS");
+    let mut agent_san = csr.clone();
+    agent_san.dns_names = vec!["custom-signer.addon.open-cluster-management.io".into()];
+    assert_eq!(
+        h.approve_csr(&cluster, &addon, &agent_san),
+        CsrDecision::Approve,
+        "the DNS name OCM's registration agent puts in every add-on CSR"
+    );
     let mut server = csr.clone();
     server.usages.push("server auth".into());
     denied(h.approve_csr(&cluster, &addon, &server), "server auth");

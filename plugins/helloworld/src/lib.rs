@@ -11,7 +11,7 @@
 //!   ├─ ClusterRole        open-cluster-management:helloworld:agent
 //!   └─ ClusterRoleBinding open-cluster-management:helloworld:agent → the ServiceAccount
 //!   hub, cluster namespace (hub-permissions)
-//!   ├─ Role        open-cluster-management:helloworld:agent  (configmaps read)
+//!   ├─ Role        open-cluster-management:helloworld:agent  (configmaps read, leases)
 //!   └─ RoleBinding open-cluster-management:helloworld:agent  → the agent's default group
 //! ```
 //!
@@ -77,7 +77,15 @@ impl Addon for HelloWorld {
         let ns = cluster.name.as_str();
         let role = Role {
             metadata: meta(RBAC_NAME, ns),
-            rules: Some(vec![rule("", "configmaps", &["get", "list", "watch"])]),
+            rules: Some(vec![
+                rule("", "configmaps", &["get", "list", "watch"]),
+                // The agent renews its hub-side lease `helloworld` in the cluster namespace.
+                rule(
+                    "coordination.k8s.io",
+                    "leases",
+                    &["get", "list", "watch", "create", "update", "patch"],
+                ),
+            ]),
         };
         let binding = RoleBinding {
             metadata: meta(RBAC_NAME, ns),

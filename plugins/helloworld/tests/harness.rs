@@ -70,6 +70,28 @@ fn hub_permissions_stay_in_the_cluster_namespace() {
 }
 
 #[test]
+fn the_hub_role_lets_the_agent_renew_its_lease() {
+    let (cluster, addon) = inputs();
+    let rendered = Harness::<HelloWorld>::new()
+        .hub_permissions(&cluster, &addon)
+        .unwrap();
+    let role = rendered.find("Role", RBAC_NAME).expect("the Role");
+    let rules = role["rules"].as_array().unwrap();
+    let leases = rules
+        .iter()
+        .find(|r| r["resources"][0] == "leases")
+        .expect("a leases rule");
+    assert_eq!(leases["apiGroups"][0], "coordination.k8s.io");
+    let verbs: Vec<&str> = leases["verbs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(verbs, ["get", "list", "watch", "create", "update", "patch"]);
+}
+
+#[test]
 fn default_csr_approval_approves_the_agent_and_denies_another_cluster() {
     let (cluster, addon) = inputs();
     let harness = Harness::<HelloWorld>::new();

@@ -18,6 +18,7 @@ pub mod configs;
 pub mod go_json;
 pub mod health;
 pub mod install;
+pub mod registration;
 pub mod rollout;
 pub mod spec_hash;
 pub mod status;

@@ -24,6 +24,7 @@
 //! on, and a hung hub shows up as a timeout instead of a silent stall. The add-on health loop
 //! is the exception: it watches add-ons and leases, and restarts its watches on a new identity.
 
+pub mod addon_credentials;
 pub mod error;
 pub mod kubeconfig;
 pub mod progress;
@@ -208,6 +209,7 @@ async fn session(ctx: &Context, names: &Names, identity: identity::HubIdentity) 
     let (view_tx, view_rx) = watch::channel(status::ClusterView::default());
     tokio::select! {
         never = status::run(ctx, names, identity_rx.clone(), &view_tx) => match never {},
+        never = addon_credentials::run(ctx, names, identity_rx.clone()) => match never {},
         never = lease::run(ctx, names, identity_rx.clone(), view_rx.clone()) => match never {},
         never = addon_health::run(ctx, names, identity_rx, view_rx) => match never {},
         lost = rotation::run(ctx, names, &identity_tx) => lost,

@@ -1,0 +1,277 @@
+//! One reconcile of a ManagedClusterAddOn's registration: read the cluster, CMA and plugin;
+//! return early when the add-on is being deleted (its permissions go with it by garbage
+//! collection), not ours, or its cluster is unknown; compute `status.namespace` and
+//! `status.registrations` purely; ask the plugin for hub permissions, check them, apply them
+//! and delete the ones it no longer returns; patch status once if it changed.
+//!
+//! A plugin fault, a refused registration or refused permissions leave the permissions
+//! already applied as they are and say why in `RegistrationApplied`.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use flotilla_api::addon::consts::ADDON_NAME_LABEL;
+use flotilla_api::addon::v1alpha1::{
+    ClusterManagementAddOn, ManagedClusterAddOn, ManagedClusterAddOnStatus, RegistrationConfig,
+};
+use flotilla_api::cluster::v1::ManagedCluster;
+use flotilla_core::addon::configs::config_reference_from_v1alpha1;
+use flotilla_core::addon::install::is_managed_by_addon_manager;
+use flotilla_core::addon::registration::{
+    check_permissions, install_namespace, nil_registration, permission_applied, permission_failed,
+    permission_pending, registrations,
+};
+use flotilla_core::conditions::{self, NewCondition};
+use flotilla_wasm::inputs;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::{Context, declared};
+use crate::configs::{ADC_RESOURCE, config_object};
+use crate::error::{self, Result};
+
+/// Field manager of the hub permissions the add-on manager applies.
+pub(crate) const PERMISSIONS_FIELD_MANAGER: &str = "addon-manager-registration";
+
+/// Registers one ManagedClusterAddOn (see the module docs).
+pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
+    if addon.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
+    let client = &ctx.client;
+    let cma = Api::<ClusterManagementAddOn>::all(client.clone())
+        .get_opt(&name)
+        .await
+        .map_err(error::read(format!("ClusterManagementAddOn {name}")))?;
+    if !cma.is_some_and(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) {
+        return Ok(Action::await_change());
+    }
+    let Some(cluster) = Api::<ManagedCluster>::all(client.clone())
+        .get_opt(&namespace)
+        .await
+        .map_err(error::read(format!("ManagedCluster {namespace}")))?
+    else {
+        return Ok(Action::await_change());
+    };
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
+    let current = addon.status.clone().unwrap_or_default();
+    let mut status = current.clone();
+    let now = Timestamp::now();
+    let Some(plugin) = ctx.registry.get(&name) else {
+        set(
+            &mut status,
+            permission_pending(format!("the plugin of add-on {name} is not loaded yet")),
+            now,
+        );
+        flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status).await?;
+        // The AddOnPlugin watch brings the add-on back once its plugin is loaded.
+        return Ok(Action::requeue(ctx.options.retry));
+    };
+
+    let adc_namespace = deployment_config_namespace(client, &current).await?;
+    status.namespace = install_namespace(
+        adc_namespace.as_deref(),
+        &addon.spec.install_namespace,
+        plugin.options().default_install_namespace.as_deref(),
+    );
+    let mut outcome = Ok(());
+    match registrations(&declared(&plugin.options().registrations), &namespace, &name) {
+        Err(refused) => {
+            tracing::warn!(addon = %name, cluster = %namespace, %refused, "registration refused");
+            status.registrations = Vec::new();
+            set(&mut status, permission_failed(refused.to_string()), now);
+        }
+        Ok(regs) if regs.is_empty() => {
+            status.registrations = regs;
+            set(&mut status, nil_registration(), now);
+            outcome = prune(client, &namespace, &name, &BTreeSet::new()).await;
+        }
+        Ok(regs) => {
+            let condition = match permissions(&ctx, &addon, &cluster, &plugin, &status.namespace, &regs).await
+            {
+                Ok(()) => permission_applied(),
+                Err(Failure::Refused(message)) => {
+                    tracing::warn!(addon = %name, cluster = %namespace, %message, "hub permissions not applied");
+                    permission_failed(message)
+                }
+                Err(Failure::Kube(e)) => {
+                    outcome = Err(e);
+                    permission_failed("applying the hub permissions failed; retrying".to_owned())
+                }
+            };
+            status.registrations = regs;
+            set(&mut status, condition, now);
+        }
+    }
+    flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status).await?;
+    outcome?;
+    Ok(Action::requeue(ctx.options.resync))
+}
+
+fn set(status: &mut ManagedClusterAddOnStatus, condition: NewCondition<'_>, now: Timestamp) {
+    conditions::set(&mut status.conditions, condition, now);
+}
+
+/// The `agentInstallNamespace` of the AddOnDeploymentConfig released to the add-on, if any.
+async fn deployment_config_namespace(
+    client: &kube::Client,
+    status: &ManagedClusterAddOnStatus,
+) -> Result<Option<String>> {
+    for reference in status
+        .config_references
+        .iter()
+        .map(config_reference_from_v1alpha1)
+    {
+        if reference.group_resource.resource != ADC_RESOURCE {
+            continue;
+        }
+        let Some(desired) = &reference.desired_config else {
+            continue;
+        };
+        if let Some(object) = config_object(client, &reference.group_resource, &desired.referent).await? {
+            return Ok(object
+                .pointer("/spec/agentInstallNamespace")
+                .and_then(Value::as_str)
+                .filter(|ns| !ns.is_empty())
+                .map(str::to_owned));
+        }
+    }
+    Ok(None)
+}
+
+/// Why the hub permissions were not (all) applied.
+enum Failure {
+    /// The plugin failed or its output was refused: a condition, not a retry.
+    Refused(String),
+    /// The API server refused a write: retried.
+    Kube(error::Error),
+}
+
+/// Calls `hub-permissions`, checks the output and applies it; deletes what it no longer returns.
+async fn permissions(
+    ctx: &Context,
+    addon: &ManagedClusterAddOn,
+    cluster: &ManagedCluster,
+    plugin: &flotilla_wasm::Plugin,
+    install_namespace: &str,
+    regs: &[RegistrationConfig],
+) -> std::result::Result<(), Failure> {
+    let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
+    let (cluster_input, addon_input) =
+        plugin_inputs(cluster, addon, install_namespace).map_err(Failure::Refused)?;
+    let objects = plugin
+        .hub_permissions(&cluster_input, &addon_input)
+        .await
+        .map_err(|e| Failure::Refused(format!("hub-permissions: {e}")))?;
+    check_permissions(&objects, &namespace, regs)
+        .map_err(|e| Failure::Refused(format!("hub-permissions: {e}")))?;
+
+    let owner = json!({
+        "apiVersion": ManagedClusterAddOn::api_version(&()),
+        "kind": ManagedClusterAddOn::kind(&()),
+        "name": name,
+        "uid": addon.uid().unwrap_or_default(),
+    });
+    let mut keep = BTreeSet::new();
+    for mut object in objects {
+        let kind = object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let object_name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let metadata = object
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+            .ok_or_else(|| Failure::Refused(format!("{kind} {object_name}: no metadata")))?;
+        metadata.insert("namespace".into(), json!(namespace));
+        metadata.insert("ownerReferences".into(), json!([owner]));
+        let labels = metadata.entry("labels").or_insert_with(|| json!({}));
+        if let Some(labels) = labels.as_object_mut() {
+            labels.insert(ADDON_NAME_LABEL.into(), json!(name));
+        }
+        let params = PatchParams::apply(PERMISSIONS_FIELD_MANAGER).force();
+        let what = format!("{kind} {namespace}/{object_name}");
+        match kind.as_str() {
+            "Role" => Api::<Role>::namespaced(ctx.client.clone(), &namespace)
+                .patch(&object_name, &params, &Patch::Apply(&object))
+                .await
+                .map(drop),
+            _ => Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace)
+                .patch(&object_name, &params, &Patch::Apply(&object))
+                .await
+                .map(drop),
+        }
+        .map_err(|e| Failure::Kube(error::write(what)(e)))?;
+        keep.insert((kind, object_name));
+    }
+    prune(&ctx.client, &namespace, &name, &keep)
+        .await
+        .map_err(Failure::Kube)
+}
+
+/// The hook inputs for this cluster and add-on, the add-on in `install_namespace`.
+pub(crate) fn plugin_inputs(
+    cluster: &ManagedCluster,
+    addon: &ManagedClusterAddOn,
+    install_namespace: &str,
+) -> std::result::Result<(flotilla_wasm::types::Cluster, flotilla_wasm::types::Addon), String> {
+    let c = serde_json::to_value(cluster).map_err(|e| e.to_string())?;
+    let a = serde_json::to_value(addon).map_err(|e| e.to_string())?;
+    let cluster = inputs::cluster(&c).map_err(|e| e.to_string())?;
+    let mut addon = inputs::addon(&a, &[], Some(install_namespace)).map_err(|e| e.to_string())?;
+    addon.install_namespace = install_namespace.to_owned();
+    Ok((cluster, addon))
+}
+
+/// Deletes the add-on's Roles and RoleBindings in `namespace` that are not in `keep`.
+async fn prune(
+    client: &kube::Client,
+    namespace: &str,
+    addon: &str,
+    keep: &BTreeSet<(String, String)>,
+) -> Result<()> {
+    let selector = ListParams::default().labels(&format!("{ADDON_NAME_LABEL}={addon}"));
+    for (kind, plural) in [("Role", "roles"), ("RoleBinding", "rolebindings")] {
+        let resource = kube::api::ApiResource {
+            group: "rbac.authorization.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "rbac.authorization.k8s.io/v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+        let list = api
+            .list_metadata(&selector)
+            .await
+            .map_err(error::read(format!("{kind}s of add-on {addon} in {namespace}")))?;
+        for object in list.items {
+            let object_name = object.name_any();
+            // Only objects this manager applied for this add-on (owned by an add-on).
+            let ours = object
+                .owner_references()
+                .iter()
+                .any(|o| o.kind == "ManagedClusterAddOn" && o.name == addon);
+            if !ours || keep.contains(&(kind.to_owned(), object_name.clone())) {
+                continue;
+            }
+            match api.delete(&object_name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    tracing::info!(%addon, %namespace, %kind, name = %object_name, "stale hub permission deleted")
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(error::write(format!("{kind} {namespace}/{object_name}"))(e)),
+            }
+        }
+    }
+    Ok(())
+}
