@@ -703,6 +703,16 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
             },
         )
         .await?;
+        step(
+            progress,
+            "wait until helloworld is Available on every cluster (its agents' leases)",
+            Some(ctx.logs()),
+            async {
+                await_ready(&client, ctx.args_timeout, |c| addons_available(c, &ctx.clusters)).await?;
+                Ok(((), String::new()))
+            },
+        )
+        .await?;
     }
     env.complete = true;
     write_env(&ctx.state, &env)?;
@@ -851,12 +861,55 @@ async fn start_hub(ctx: &Ctx, log: &Path) -> anyhow::Result<((), String)> {
     }
 }
 
-/// Starts the stand-in agents of the enabled add-ons: processes that use each add-on's
-/// credentials and renew its lease, so the add-ons become `Available` through the real lease
-/// path. Plugged in at merge time from the branch that builds them; nothing to start yet.
+/// Starts the stand-in agents of the enabled add-on, one per cluster: `flotilla addon-agent`
+/// processes that read the add-on's `<addon>-hub-kubeconfig` secret on their cluster (what the
+/// klusterlet writes once the hub approved the add-on's CSR) and renew Lease `<addon>` on the
+/// hub with only that credential, so the add-on becomes `Available` through the real lease path.
 async fn start_addon_agents(ctx: &Ctx) -> anyhow::Result<((), String)> {
-    let _ = ctx;
-    Ok(((), "none yet".into()))
+    let mut started = Vec::new();
+    for cluster in &ctx.clusters {
+        let name = format!("addon-agent-{cluster}");
+        let log = ctx.logs().join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).with_context(|| format!("create {}", log.display()))?;
+        let err = out.try_clone().context("clone log handle")?;
+        let child = std::process::Command::new(&ctx.exe)
+            .args(["addon-agent", "--addon", ADDON, "--hub-kubeconfig-secret"])
+            .args(["--lease-seconds", &ADDON_AGENT_RENEW_SECONDS.to_string()])
+            .arg("--kubeconfig")
+            .arg(ctx.admin_kubeconfig(cluster))
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("start the {ADDON} agent of {cluster}"))?;
+        processes::record(&ctx.state, &name, child.id(), &ctx.exe, &log, None)?;
+        started.push(format!("{cluster}: process {}", child.id()));
+        drop(child);
+    }
+    Ok(((), started.join(", ")))
+}
+
+/// How often the stand-in add-on agents renew their leases.
+const ADDON_AGENT_RENEW_SECONDS: u64 = 10;
+
+/// Whether the add-on is `Available` on every cluster; else what is not yet.
+async fn addons_available(client: Client, clusters: &[String]) -> anyhow::Result<Option<String>> {
+    let mut missing = Vec::new();
+    for cluster in clusters {
+        let addon = Api::<ManagedClusterAddOn>::namespaced(client.clone(), cluster)
+            .get_opt(ADDON)
+            .await?;
+        let available = addon
+            .and_then(|a| a.status)
+            .map(|s| status_of(&s.conditions, "Available"))
+            .unwrap_or_else(|| "Unknown".into());
+        if available != conditions::TRUE {
+            missing.push(format!("{cluster}: {ADDON} Available={available}"));
+        }
+    }
+    Ok((!missing.is_empty()).then(|| missing.join(", ")))
 }
 
 /// Runs `flotilla ARGS --kubeconfig KUBECONFIG` (this binary) with this environment's state

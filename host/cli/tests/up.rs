@@ -180,8 +180,21 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
             .get_opt("helloworld")
             .await
             .unwrap();
-        assert!(addon.is_some(), "no helloworld ManagedClusterAddOn on {cluster}");
+        let addon = addon.unwrap_or_else(|| panic!("no helloworld ManagedClusterAddOn on {cluster}"));
         assert_eq!(row(&table, "helloworld", cluster)[1], cluster);
+        // Available through the real lease path: the stand-in agent renews Lease helloworld
+        // with the credential the klusterlet wrote after the plugin approved its CSR.
+        let available = addon
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Available"))
+            .unwrap_or_else(|| panic!("helloworld on {cluster} has no Available"));
+        assert_eq!(
+            (available.status.as_str(), available.reason.as_str()),
+            ("True", "ManagedClusterAddOnLeaseUpdated"),
+            "{cluster}"
+        );
+        assert_eq!(row(&table, "helloworld", cluster)[3], "True", "{table}");
 
         let works = Api::<ManifestWork>::namespaced(hub.clone(), cluster)
             .list(
@@ -210,6 +223,8 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
         "hub",
         "klusterlet-cluster1",
         "klusterlet-cluster2",
+        "addon-agent-cluster1",
+        "addon-agent-cluster2",
     ] {
         assert!(
             status
