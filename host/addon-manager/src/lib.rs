@@ -49,6 +49,23 @@ use kube::Client;
 
 pub use error::{Error, Result};
 
+/// The objects in `store` matching `keep`, as references to reconcile: how a watch on one
+/// kind maps to the objects of another that depend on it.
+pub(crate) fn select<K>(
+    store: &kube::runtime::reflector::Store<K>,
+    keep: impl Fn(&K) -> bool,
+) -> Vec<kube::runtime::reflector::ObjectRef<K>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    store
+        .state()
+        .iter()
+        .filter(|object| keep(object))
+        .map(|object| kube::runtime::reflector::ObjectRef::from_obj(object.as_ref()))
+        .collect()
+}
+
 /// Field manager of the add-on manager's server-side applies (CMAs and works).
 pub const FIELD_MANAGER: &str = "addon-manager";
 

@@ -15,13 +15,11 @@ mod common;
 
 use std::{path::Path, time::Duration};
 
-use common::{
-    Klusterlets, flotilla_at, hub_service_account, hub_token, join_local, ok, pushed_digest, start_hub,
-};
+use common::{Fleet, flotilla_at, ok};
 use flotilla_api::{addon::v1alpha1::ManagedClusterAddOn, work::v1::ManifestWork};
 use flotilla_core::conditions;
 use flotilla_test_plugins as plugins;
-use flotilla_testing::{ControlPlane, registry::Registry, wait};
+use flotilla_testing::{ControlPlane, wait};
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::ServiceAccount,
@@ -149,64 +147,9 @@ async fn await_installed(state: &Path, hub: &Client, cluster: &str, managed: &Cl
 #[tokio::test]
 async fn helloworld_from_a_registry_installs_on_joined_clusters_follows_a_placement_and_leaves_nothing_behind()
  {
-    let (hub, one, two, registry) = tokio::join!(
-        ControlPlane::start("addon-hub"),
-        ControlPlane::start("addon-cluster1"),
-        ControlPlane::start("addon-cluster2"),
-        Registry::start()
-    );
-    let (hub, one, two, registry) = (hub.unwrap(), one.unwrap(), two.unwrap(), registry.unwrap());
-    let state = tempfile::tempdir().unwrap();
-    let _klusterlets = Klusterlets(state.path().to_owned());
-    let state = state.path();
-    let admin = hub.admin_kubeconfig();
-
-    let token = hub_token(&ok(flotilla_at(state, admin, &["init"])));
-    let identity = hub_service_account(&hub, state);
-    let cache = state.join("plugin-artifacts");
-    let _hub = start_hub(
-        &identity,
-        &state.join("hub.log"),
-        &["--plugin-cache-dir", cache.to_str().unwrap()],
-    );
-    for (name, cp) in [("cluster1", &one), ("cluster2", &two)] {
-        ok(join_local(
-            state,
-            cp.admin_kubeconfig(),
-            hub.server(),
-            &token,
-            name,
-            &[],
-        ));
-    }
-    ok(flotilla_at(
-        state,
-        admin,
-        &["accept", "--clusters", "cluster1,cluster2", "--timeout", "120s"],
-    ));
-
-    // The plugin author publishes; the hub admin registers the pushed digest.
-    let reference = registry.reference("addons/helloworld", "v1");
-    let pushed = ok(flotilla_at(
-        state,
-        admin,
-        &["plugin", "push", plugins::HELLOWORLD, &reference, "--insecure"],
-    ));
-    let digest = pushed_digest(&pushed);
-    ok(flotilla_at(
-        state,
-        admin,
-        &[
-            "plugin",
-            "register",
-            ADDON,
-            "--oci",
-            &reference,
-            "--digest",
-            &digest,
-            "--insecure",
-        ],
-    ));
+    let fleet = Fleet::start("addon", &[]).await;
+    let (hub, one, two, registry) = (&fleet.hub, &fleet.one, &fleet.two, &fleet.registry);
+    let (state, admin) = (fleet.state(), fleet.admin());
 
     let hub_client = hub.admin_client().await.unwrap();
     let (one_client, two_client) = (
@@ -360,7 +303,7 @@ async fn helloworld_from_a_registry_installs_on_joined_clusters_follows_a_placem
             "--insecure",
         ],
     ));
-    set_log_level(&hub, state, "2");
+    set_log_level(hub, state, "2");
     ok(flotilla_at(
         state,
         admin,
@@ -376,7 +319,7 @@ async fn helloworld_from_a_registry_installs_on_joined_clusters_follows_a_placem
         ],
     ));
     await_agent_log_level(state, &one_client, "2").await;
-    set_log_level(&hub, state, "4");
+    set_log_level(hub, state, "4");
     await_agent_log_level(state, &one_client, "4").await;
     ok(flotilla_at(
         state,

@@ -23,15 +23,11 @@ mod common;
 
 use std::{path::Path, process::Command, time::Duration};
 
-use common::{
-    Klusterlets, Running, flotilla_at, hub_service_account, hub_token, join_local, klusterlet_pid, ok,
-    pushed_digest, start_hub,
-};
+use common::{Fleet, Running, flotilla_at, klusterlet_pid, ok};
 use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_core::conditions;
-use flotilla_test_plugins as plugins;
-use flotilla_testing::{ControlPlane, registry::Registry, wait};
+use flotilla_testing::{ControlPlane, wait};
 use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::DeleteParams;
@@ -40,6 +36,13 @@ use kube::{Api, Client, ResourceExt};
 const TIMEOUT: Duration = Duration::from_secs(150);
 const ADDON: &str = "helloworld";
 const INSTALL_NAMESPACE: &str = "open-cluster-management-agent-addon";
+/// Short cluster and add-on leases, so lost leases show within seconds.
+const SHORT_LEASES: [&str; 4] = [
+    "--lease-duration-seconds",
+    "3",
+    "--addon-lease-duration-seconds",
+    "2",
+];
 const LABEL: &str = "feature.open-cluster-management.io/addon-helloworld";
 
 /// Starts `flotilla addon-agent` for helloworld against the managed cluster of `kubeconfig`.
@@ -106,68 +109,9 @@ async fn await_label(hub: &Client, cluster: &str, value: &str) {
 #[tokio::test]
 async fn addon_agents_renewing_their_leases_make_helloworld_available_and_silence_lost_leases_and_lost_clusters_show()
  {
-    let (hub, one, two, registry) = tokio::join!(
-        ControlPlane::start("health-hub"),
-        ControlPlane::start("health-cluster1"),
-        ControlPlane::start("health-cluster2"),
-        Registry::start()
-    );
-    let (hub, one, two, registry) = (hub.unwrap(), one.unwrap(), two.unwrap(), registry.unwrap());
-    let state = tempfile::tempdir().unwrap();
-    let _klusterlets = Klusterlets(state.path().to_owned());
-    let state = state.path();
-    let admin = hub.admin_kubeconfig();
-
-    let token = hub_token(&ok(flotilla_at(state, admin, &["init"])));
-    let identity = hub_service_account(&hub, state);
-    let cache = state.join("plugin-artifacts");
-    let _hub = start_hub(
-        &identity,
-        &state.join("hub.log"),
-        &["--plugin-cache-dir", cache.to_str().unwrap()],
-    );
-    let short = [
-        "--lease-duration-seconds",
-        "3",
-        "--addon-lease-duration-seconds",
-        "2",
-    ];
-    for (name, cp) in [("cluster1", &one), ("cluster2", &two)] {
-        ok(join_local(
-            state,
-            cp.admin_kubeconfig(),
-            hub.server(),
-            &token,
-            name,
-            &short,
-        ));
-    }
-    ok(flotilla_at(
-        state,
-        admin,
-        &["accept", "--clusters", "cluster1,cluster2", "--timeout", "120s"],
-    ));
-    let reference = registry.reference("addons/helloworld", "v1");
-    let pushed = ok(flotilla_at(
-        state,
-        admin,
-        &["plugin", "push", plugins::HELLOWORLD, &reference, "--insecure"],
-    ));
-    let digest = pushed_digest(&pushed);
-    ok(flotilla_at(
-        state,
-        admin,
-        &[
-            "plugin",
-            "register",
-            ADDON,
-            "--oci",
-            &reference,
-            "--digest",
-            &digest,
-            "--insecure",
-        ],
-    ));
+    let fleet = Fleet::start("health", &SHORT_LEASES).await;
+    let (hub, one, two) = (&fleet.hub, &fleet.one, &fleet.two);
+    let (state, admin) = (fleet.state(), fleet.admin());
     ok(flotilla_at(
         state,
         admin,

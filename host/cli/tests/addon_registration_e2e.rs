@@ -19,11 +19,9 @@ mod common;
 
 use std::{path::Path, time::Duration};
 
-use common::{
-    Klusterlets, flotilla_at, hub_service_account, hub_token, join_local, ok, pushed_digest, start_hub,
-};
+use common::{Fleet, flotilla_at, ok, pushed_digest};
 use flotilla_test_plugins as plugins;
-use flotilla_testing::{ControlPlane, registry::Registry, wait};
+use flotilla_testing::wait;
 use k8s_openapi::api::{
     coordination::v1::{Lease, LeaseSpec},
     core::v1::{ConfigMap, Secret},
@@ -81,62 +79,9 @@ fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> bool {
 
 #[tokio::test]
 async fn helloworld_gets_a_hub_credential_through_the_plugin_that_reaches_only_its_cluster_namespace() {
-    let (hub, one, two, registry) = tokio::join!(
-        ControlPlane::start("addonreg-hub"),
-        ControlPlane::start("addonreg-cluster1"),
-        ControlPlane::start("addonreg-cluster2"),
-        Registry::start()
-    );
-    let (hub, one, two, registry) = (hub.unwrap(), one.unwrap(), two.unwrap(), registry.unwrap());
-    let state = tempfile::tempdir().unwrap();
-    let _klusterlets = Klusterlets(state.path().to_owned());
-    let state = state.path();
-    let admin = hub.admin_kubeconfig();
-
-    let token = hub_token(&ok(flotilla_at(state, admin, &["init"])));
-    let identity = hub_service_account(&hub, state);
-    let cache = state.join("plugin-artifacts");
-    let _hub = start_hub(
-        &identity,
-        &state.join("hub.log"),
-        &["--plugin-cache-dir", cache.to_str().unwrap()],
-    );
-    for (name, cp) in [("cluster1", &one), ("cluster2", &two)] {
-        ok(join_local(
-            state,
-            cp.admin_kubeconfig(),
-            hub.server(),
-            &token,
-            name,
-            &[],
-        ));
-    }
-    ok(flotilla_at(
-        state,
-        admin,
-        &["accept", "--clusters", "cluster1,cluster2", "--timeout", "120s"],
-    ));
-    let reference = registry.reference("addons/helloworld", "v1");
-    let pushed = ok(flotilla_at(
-        state,
-        admin,
-        &["plugin", "push", plugins::HELLOWORLD, &reference, "--insecure"],
-    ));
-    let digest = pushed_digest(&pushed);
-    ok(flotilla_at(
-        state,
-        admin,
-        &[
-            "plugin",
-            "register",
-            ADDON,
-            "--oci",
-            &reference,
-            "--digest",
-            &digest,
-            "--insecure",
-        ],
-    ));
+    let fleet = Fleet::start("addonreg", &[]).await;
+    let (hub, one, registry) = (&fleet.hub, &fleet.one, &fleet.registry);
+    let (state, admin) = (fleet.state(), fleet.admin());
     ok(flotilla_at(
         state,
         admin,
@@ -381,5 +326,4 @@ async fn helloworld_gets_a_hub_credential_through_the_plugin_that_reaches_only_i
         }
     })
     .await;
-    drop(two);
 }

@@ -63,19 +63,6 @@ fn slim_cluster(cluster: &mut ManagedCluster) {
     }
 }
 
-/// The add-ons in the store matching `keep`.
-fn select(
-    store: &Store<ManagedClusterAddOn>,
-    keep: impl Fn(&ManagedClusterAddOn) -> bool,
-) -> Vec<ObjectRef<ManagedClusterAddOn>> {
-    store
-        .state()
-        .iter()
-        .filter(|a| keep(a))
-        .map(|a| ObjectRef::from_obj(a.as_ref()))
-        .collect()
-}
-
 /// Runs the controller until dropped.
 pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
     let controller = Controller::new(
@@ -119,7 +106,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
             cma_stream.predicate_filter(predicates::annotations, PredicateConfig::default()),
             move |cma| {
                 let name = cma.name_any();
-                select(&by_cma, |a| a.name_any() == name)
+                crate::select(&by_cma, |a| a.name_any() == name)
             },
         )
         .watches(
@@ -127,12 +114,12 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
             watcher::Config::default(),
             move |plugin| {
                 let name = crate::plugin::addon_name(&plugin);
-                select(&by_plugin, |a| a.name_any() == name)
+                crate::select(&by_plugin, |a| a.name_any() == name)
             },
         )
         .watches_stream(cluster_stream, move |cluster| {
             let name = cluster.name_any();
-            select(&by_cluster, |a| a.namespace().as_deref() == Some(name.as_str()))
+            crate::select(&by_cluster, |a| a.namespace().as_deref() == Some(name.as_str()))
         });
     let context = Arc::new(Context {
         client,

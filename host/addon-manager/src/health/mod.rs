@@ -29,7 +29,7 @@ use flotilla_core::addon::health::Prober;
 use flotilla_core::addon::works::ProbeFeedback;
 use flotilla_wasm::PluginRegistry;
 use flotilla_wasm::types::{self, HealthMode};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 
@@ -114,19 +114,6 @@ pub(crate) fn probe_feedback<'a>(
     }
 }
 
-/// The add-ons in the store matching `keep`.
-fn select(
-    store: &Store<ManagedClusterAddOn>,
-    keep: impl Fn(&ManagedClusterAddOn) -> bool,
-) -> Vec<ObjectRef<ManagedClusterAddOn>> {
-    store
-        .state()
-        .iter()
-        .filter(|a| keep(a))
-        .map(|a| ObjectRef::from_obj(a.as_ref()))
-        .collect()
-}
-
 /// Runs the controller until dropped.
 pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
     let controller = Controller::new(
@@ -148,7 +135,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
             watcher::Config::default(),
             move |plugin| {
                 let name = crate::plugin::addon_name(&plugin);
-                select(&by_plugin, |a| a.name_any() == name)
+                crate::select(&by_plugin, |a| a.name_any() == name)
             },
         )
         .watches(
@@ -156,7 +143,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
             watcher::Config::default(),
             move |cluster| {
                 let name = cluster.name_any();
-                select(&by_cluster, |a| a.namespace().as_deref() == Some(name.as_str()))
+                crate::select(&by_cluster, |a| a.namespace().as_deref() == Some(name.as_str()))
             },
         );
     let context = Arc::new(Context {

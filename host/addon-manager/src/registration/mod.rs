@@ -26,7 +26,6 @@ use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_core::addon::registration::Declared;
 use flotilla_wasm::PluginRegistry;
 use flotilla_wasm::types::Registration;
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 
@@ -58,15 +57,6 @@ pub(crate) fn declared(registrations: &[Registration]) -> Vec<Declared> {
         .collect()
 }
 
-fn named(store: &Store<ManagedClusterAddOn>, name: &str) -> Vec<ObjectRef<ManagedClusterAddOn>> {
-    store
-        .state()
-        .iter()
-        .filter(|a| a.name_any() == name)
-        .map(|a| ObjectRef::from_obj(a.as_ref()))
-        .collect()
-}
-
 /// Runs the controller until dropped.
 pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
     let controller = Controller::new(
@@ -78,12 +68,18 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         .watches(
             Api::<ClusterManagementAddOn>::all(client.clone()),
             watcher::Config::default(),
-            move |cma| named(&by_cma, &cma.name_any()),
+            move |cma| {
+                let name = cma.name_any();
+                crate::select(&by_cma, |a| a.name_any() == name)
+            },
         )
         .watches(
             Api::<AddOnPlugin>::all(client.clone()),
             watcher::Config::default(),
-            move |plugin| named(&by_plugin, &crate::plugin::addon_name(&plugin)),
+            move |plugin| {
+                let name = crate::plugin::addon_name(&plugin);
+                crate::select(&by_plugin, |a| a.name_any() == name)
+            },
         );
     let context = Arc::new(Context {
         client,

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use flotilla_api::addon::v1alpha1::{AddOnDeploymentConfig, ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 
@@ -31,19 +31,6 @@ use crate::configs::ADC_RESOURCE;
 pub(crate) struct Context {
     pub(crate) client: Client,
     pub(crate) options: Options,
-}
-
-/// The CMAs in the store matching `keep`.
-fn select(
-    store: &Store<ClusterManagementAddOn>,
-    keep: impl Fn(&ClusterManagementAddOn) -> bool,
-) -> Vec<ObjectRef<ClusterManagementAddOn>> {
-    store
-        .state()
-        .iter()
-        .filter(|cma| keep(cma))
-        .map(|cma| ObjectRef::from_obj(cma.as_ref()))
-        .collect()
 }
 
 /// Whether `cma`'s install strategy names placement `namespace/name`.
@@ -74,7 +61,9 @@ pub(crate) async fn run(client: Client, options: Options) {
             move |decision| {
                 let namespace = decision.namespace().unwrap_or_default();
                 match decision.labels().get(PLACEMENT_LABEL) {
-                    Some(placement) => select(&by_decision, |c| names_placement(c, &namespace, placement)),
+                    Some(placement) => {
+                        crate::select(&by_decision, |c| names_placement(c, &namespace, placement))
+                    }
                     None => Vec::new(),
                 }
             },
@@ -84,14 +73,14 @@ pub(crate) async fn run(client: Client, options: Options) {
             watcher::Config::default(),
             move |p| {
                 let (namespace, name) = (p.namespace().unwrap_or_default(), p.name_any());
-                select(&by_placement, |c| names_placement(c, &namespace, &name))
+                crate::select(&by_placement, |c| names_placement(c, &namespace, &name))
             },
         )
         .watches(
             Api::<AddOnDeploymentConfig>::all(client.clone()),
             watcher::Config::default(),
             move |_| {
-                select(&by_config, |c| {
+                crate::select(&by_config, |c| {
                     c.spec
                         .supported_configs
                         .iter()

@@ -177,3 +177,119 @@ pub fn pushed_digest(pushed: &str) -> String {
         .unwrap_or_else(|| panic!("no digest in:\n{pushed}"))
         .to_owned()
 }
+
+/// What every add-on end-to-end test starts from: a hub and clusters `cluster1` and
+/// `cluster2`, each on its own control plane; the real `flotilla hub` as deploy/hub's service
+/// account and a real klusterlet per cluster (`join --local`, with `join_args`), both accepted;
+/// a local OCI registry with helloworld pushed to it and registered by digest.
+///
+/// Fields drop in order: the processes stop before their control planes do.
+pub struct Fleet {
+    /// `flotilla hub`.
+    pub hub_process: Running,
+    klusterlets: Klusterlets,
+    /// The hub's control plane.
+    pub hub: flotilla_testing::ControlPlane,
+    /// `cluster1`'s control plane.
+    pub one: flotilla_testing::ControlPlane,
+    /// `cluster2`'s control plane.
+    pub two: flotilla_testing::ControlPlane,
+    /// The OCI registry.
+    pub registry: flotilla_testing::registry::Registry,
+    /// Where helloworld was pushed.
+    pub reference: String,
+    /// The digest it was registered with.
+    pub digest: String,
+    state: tempfile::TempDir,
+}
+
+impl Fleet {
+    /// Starts it all; control planes are named `<prefix>-hub`, `<prefix>-cluster1`, ….
+    pub async fn start(prefix: &str, join_args: &[&str]) -> Self {
+        use flotilla_testing::{ControlPlane, registry::Registry};
+        let (hub, one, two, registry) = tokio::join!(
+            ControlPlane::start(format!("{prefix}-hub")),
+            ControlPlane::start(format!("{prefix}-cluster1")),
+            ControlPlane::start(format!("{prefix}-cluster2")),
+            Registry::start()
+        );
+        let (hub, one, two, registry) = (hub.unwrap(), one.unwrap(), two.unwrap(), registry.unwrap());
+        let state_dir = tempfile::tempdir().unwrap();
+        let klusterlets = Klusterlets(state_dir.path().to_owned());
+        let state = state_dir.path();
+        let admin = hub.admin_kubeconfig();
+
+        let token = hub_token(&ok(flotilla_at(state, admin, &["init"])));
+        let identity = hub_service_account(&hub, state);
+        let cache = state.join("plugin-artifacts");
+        let hub_process = start_hub(
+            &identity,
+            &state.join("hub.log"),
+            &["--plugin-cache-dir", cache.to_str().unwrap()],
+        );
+        for (name, cp) in [("cluster1", &one), ("cluster2", &two)] {
+            ok(join_local(
+                state,
+                cp.admin_kubeconfig(),
+                hub.server(),
+                &token,
+                name,
+                join_args,
+            ));
+        }
+        ok(flotilla_at(
+            state,
+            admin,
+            &["accept", "--clusters", "cluster1,cluster2", "--timeout", "120s"],
+        ));
+        // The plugin author publishes; the hub admin registers the pushed digest.
+        let reference = registry.reference("addons/helloworld", "v1");
+        let pushed = ok(flotilla_at(
+            state,
+            admin,
+            &[
+                "plugin",
+                "push",
+                flotilla_test_plugins::HELLOWORLD,
+                &reference,
+                "--insecure",
+            ],
+        ));
+        let digest = pushed_digest(&pushed);
+        ok(flotilla_at(
+            state,
+            admin,
+            &[
+                "plugin",
+                "register",
+                "helloworld",
+                "--oci",
+                &reference,
+                "--digest",
+                &digest,
+                "--insecure",
+            ],
+        ));
+        Self {
+            hub_process,
+            klusterlets,
+            hub,
+            one,
+            two,
+            registry,
+            reference,
+            digest,
+            state: state_dir,
+        }
+    }
+
+    /// The state directory of the CLI commands and the klusterlets.
+    pub fn state(&self) -> &Path {
+        self.state.path()
+    }
+
+    /// The hub's admin kubeconfig.
+    pub fn admin(&self) -> &Path {
+        self.hub.admin_kubeconfig()
+    }
+}
