@@ -19,13 +19,10 @@ use clap::Args;
 use flotilla_kube::apply::apply;
 use flotilla_registration::names;
 use hmac::{KeyInit, Mac};
-use k8s_openapi::{
-    ByteString,
-    api::{
-        apps::v1::Deployment,
-        core::v1::{ConfigMap, Namespace, Secret, ServiceAccount},
-        rbac::v1::ClusterRoleBinding,
-    },
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, Namespace, Secret, ServiceAccount},
+    rbac::v1::ClusterRoleBinding,
 };
 use kube::{Api, api::DeleteParams};
 use serde::Deserialize;
@@ -71,6 +68,55 @@ pub struct JoinArgs {
     /// The klusterlet image (without `--local`).
     #[arg(long, default_value = "flotilla:latest")]
     pub image: String,
+    /// Print what would be created on the managed cluster instead of creating it (for GitOps);
+    /// the managed cluster is not contacted.
+    #[arg(long, conflicts_with = "local")]
+    pub dry_run: bool,
+    /// The format of `--dry-run`'s output.
+    #[arg(short = 'o', long, value_enum, default_value_t = ManifestFormat::Yaml, requires = "dry_run")]
+    pub output: ManifestFormat,
+}
+
+/// How `--dry-run` prints manifests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ManifestFormat {
+    /// A multi-document YAML stream, as `kubectl apply -f` reads it.
+    Yaml,
+    /// A JSON `v1/List`.
+    Json,
+}
+
+/// Prints `objects` in `format` on standard output.
+fn print_manifests(objects: &[serde_json::Value], format: ManifestFormat) -> anyhow::Result<()> {
+    match format {
+        ManifestFormat::Yaml => {
+            for object in objects {
+                print!("---\n{}", serde_yaml::to_string(object).context("write YAML")?);
+            }
+        }
+        ManifestFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "apiVersion": "v1", "kind": "List", "items": objects }))
+                .context("write JSON")?
+        ),
+    }
+    Ok(())
+}
+
+/// The namespaces and the bootstrap Secret `join` writes before the klusterlet: the agent
+/// namespace, the default add-on install namespace (which OCM's klusterlet also creates: add-on
+/// works write into it without creating it), and the bootstrap kubeconfig.
+fn bootstrap_manifests(namespace: &str, bootstrap_kubeconfig: &str) -> Vec<serde_json::Value> {
+    let mut objects: Vec<serde_json::Value> = [namespace, names::ADDON_NAMESPACE]
+        .iter()
+        .map(|name| json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } }))
+        .collect();
+    objects.push(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": { "name": names::BOOTSTRAP_SECRET, "namespace": namespace },
+        "stringData": { (names::KUBECONFIG_KEY): bootstrap_kubeconfig },
+    }));
+    objects
 }
 
 #[derive(Debug, Args)]
@@ -96,34 +142,31 @@ pub async fn join(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<()> {
         None => discover_ca(server, token_id, token_secret).await?,
     };
     let bootstrap = bootstrap_kubeconfig(server, &ca_pem, &args.hub_token)?;
+    if args.dry_run {
+        let mut objects = bootstrap_manifests(&args.agent_namespace, &bootstrap);
+        objects.extend(klusterlet_manifests(args)?);
+        return print_manifests(&objects, args.output);
+    }
 
     let (managed, managed_config) = client(global)
         .await
         .context("connect to the managed cluster (--kubeconfig)")?;
     let namespace = &args.agent_namespace;
-    // The agent's namespace, and the default install namespace of add-ons, which OCM's
-    // klusterlet also creates: add-on works write into it without creating it.
-    for name in [namespace.as_str(), names::ADDON_NAMESPACE] {
-        apply(
-            &Api::<Namespace>::all(managed.clone()),
-            &serde_json::from_value(json!({
-                "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name }
-            }))?,
-        )
-        .await?;
+    for object in bootstrap_manifests(namespace, &bootstrap) {
+        if object["kind"] == "Namespace" {
+            apply(
+                &Api::<Namespace>::all(managed.clone()),
+                &serde_json::from_value(object)?,
+            )
+            .await?;
+        } else {
+            apply(
+                &Api::<Secret>::namespaced(managed.clone(), namespace),
+                &serde_json::from_value(object)?,
+            )
+            .await?;
+        }
     }
-    let mut secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": { "name": names::BOOTSTRAP_SECRET, "namespace": namespace },
-    }))?;
-    secret.data = Some(
-        [(
-            names::KUBECONFIG_KEY.to_owned(),
-            ByteString(bootstrap.into_bytes()),
-        )]
-        .into(),
-    );
-    apply(&Api::<Secret>::namespaced(managed.clone(), namespace), &secret).await?;
     eprintln!(
         "wrote {namespace}/{} on the managed cluster",
         names::BOOTSTRAP_SECRET
@@ -330,9 +373,11 @@ fn klusterlet_binding_name(namespace: &str) -> String {
     format!("flotilla-klusterlet:{namespace}")
 }
 
-/// Applies deploy/klusterlet/klusterlet.yaml, adjusted to this cluster, namespace and image.
-async fn deploy_klusterlet(managed: &kube::Client, args: &JoinArgs) -> anyhow::Result<()> {
+/// deploy/klusterlet/klusterlet.yaml adjusted to this cluster, namespace and image: what
+/// `join` applies, and prints with `--dry-run`.
+fn klusterlet_manifests(args: &JoinArgs) -> anyhow::Result<Vec<serde_json::Value>> {
     let namespace = &args.agent_namespace;
+    let mut objects = Vec::new();
     for document in serde_yaml::Deserializer::from_str(KLUSTERLET_MANIFESTS) {
         let mut object = serde_json::Value::deserialize(document).context("parse klusterlet manifests")?;
         if object.is_null() {
@@ -342,21 +387,10 @@ async fn deploy_klusterlet(managed: &kube::Client, args: &JoinArgs) -> anyhow::R
             object["metadata"]["namespace"] = json!(namespace);
         }
         match object["kind"].as_str().unwrap_or_default() {
-            "ServiceAccount" => {
-                apply(
-                    &Api::<ServiceAccount>::namespaced(managed.clone(), namespace),
-                    &serde_json::from_value(object)?,
-                )
-                .await?;
-            }
+            "ServiceAccount" => {}
             "ClusterRoleBinding" => {
                 object["metadata"]["name"] = json!(klusterlet_binding_name(namespace));
                 object["subjects"][0]["namespace"] = json!(namespace);
-                apply(
-                    &Api::<ClusterRoleBinding>::all(managed.clone()),
-                    &serde_json::from_value(object)?,
-                )
-                .await?;
             }
             "Deployment" => {
                 let container = &mut object["spec"]["template"]["spec"]["containers"][0];
@@ -372,13 +406,40 @@ async fn deploy_klusterlet(managed: &kube::Client, args: &JoinArgs) -> anyhow::R
                     "--ops-bind",
                     "0.0.0.0:8080",
                 ]);
+            }
+            other => bail!("unexpected kind {other:?} in the klusterlet manifests"),
+        }
+        objects.push(object);
+    }
+    Ok(objects)
+}
+
+/// Applies [`klusterlet_manifests`].
+async fn deploy_klusterlet(managed: &kube::Client, args: &JoinArgs) -> anyhow::Result<()> {
+    let namespace = &args.agent_namespace;
+    for object in klusterlet_manifests(args)? {
+        match object["kind"].as_str().unwrap_or_default() {
+            "ServiceAccount" => {
+                apply(
+                    &Api::<ServiceAccount>::namespaced(managed.clone(), namespace),
+                    &serde_json::from_value(object)?,
+                )
+                .await?;
+            }
+            "ClusterRoleBinding" => {
+                apply(
+                    &Api::<ClusterRoleBinding>::all(managed.clone()),
+                    &serde_json::from_value(object)?,
+                )
+                .await?;
+            }
+            _ => {
                 apply(
                     &Api::<Deployment>::namespaced(managed.clone(), namespace),
                     &serde_json::from_value(object)?,
                 )
                 .await?;
             }
-            other => bail!("unexpected kind {other:?} in the klusterlet manifests"),
         }
     }
     Ok(())
