@@ -4,7 +4,8 @@
 //! kube's derive; its schema comes from [`crate::schema::schema_value_for`] plus the root fixes
 //! below, which say what OCM's root schemas say: `apiVersion`/`kind`/`metadata` properties,
 //! whether `spec` is required, and (ManagedClusterSet) a default spec. The add-on kinds have two
-//! versions merged into one CRD, v1alpha1 stored, without conversion for now.
+//! versions merged into one CRD, v1alpha1 stored; the hub switches the conversion of
+//! ClusterManagementAddOn and ManagedClusterAddOn to its webhook at start.
 
 use std::collections::BTreeMap;
 
@@ -128,7 +129,9 @@ where
             source,
         }
     })?;
-    // Both versions share one stored schema today; the conversion webhook comes later.
+    // `None` as installed: a control plane without a running hub still serves both versions.
+    // `flotilla hub` switches ClusterManagementAddOn and ManagedClusterAddOn to its conversion
+    // webhook when it starts leading (flotilla_work::webhook::register_conversion).
     crd.spec.conversion = Some(CustomResourceConversion {
         strategy: "None".into(),
         webhook: None,

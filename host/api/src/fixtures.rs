@@ -6,9 +6,9 @@
 //! and nothing carries a finalizer or owner reference. The crate's round-trip tests check that
 //! each decodes into its Rust type and encodes back to the same JSON.
 //!
-//! With conversion strategy `None` a v1beta1 add-on object is stored as v1alpha1, so fields
-//! that exist only in v1beta1 do not survive a create/read round trip until the conversion
-//! webhook exists.
+//! As installed (conversion strategy `None`) a v1beta1 add-on object is stored as v1alpha1
+//! field for field; the hub's conversion webhook ([`crate::addon::conversion`]) maps the fields
+//! that differ once `flotilla hub` runs.
 
 /// One example object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

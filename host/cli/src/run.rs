@@ -329,6 +329,14 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
             .await
             .context("register the ManifestWork webhook")?;
         eprintln!("flotilla hub: ManifestWork webhook at {url}");
+        let convert_url = format!(
+            "https://{host}:{}{}",
+            webhook.addr.port(),
+            flotilla_work::webhook::CONVERT_PATH
+        );
+        flotilla_work::webhook::register_conversion(&client, &convert_url, &webhook.ca_pem)
+            .await
+            .context("register the add-on conversion webhook")?;
         run_hub_controllers(client.clone(), args, plugin_host).await
     };
     let until_stopped = async {

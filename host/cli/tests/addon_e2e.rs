@@ -181,6 +181,46 @@ async fn helloworld_from_a_registry_installs_on_joined_clusters_follows_a_placem
             .any(|l| l.starts_with("cluster1") && l.split_whitespace().nth(1) == Some(ADDON)),
         "{listed}"
     );
+    // kubectl read the preferred version, v1beta1, which the hub serves through its conversion
+    // webhook: the v1alpha1 registrations come back typed.
+    let crd = Api::<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    >::all(hub_client.clone())
+    .get("managedclusteraddons.addon.open-cluster-management.io")
+    .await
+    .unwrap();
+    assert_eq!(
+        crd.spec.conversion.map(|c| c.strategy).as_deref(),
+        Some("Webhook")
+    );
+    let stored = Api::<ManagedClusterAddOn>::namespaced(hub_client.clone(), "cluster1")
+        .get(ADDON)
+        .await
+        .unwrap()
+        .status
+        .unwrap_or_default();
+    let served =
+        Api::<flotilla_api::addon::v1beta1::ManagedClusterAddOn>::namespaced(hub_client.clone(), "cluster1")
+            .get(ADDON)
+            .await
+            .unwrap()
+            .status
+            .unwrap_or_default();
+    assert!(!stored.registrations.is_empty());
+    assert_eq!(
+        served.registrations.iter().map(|r| r.type_).collect::<Vec<_>>(),
+        stored
+            .registrations
+            .iter()
+            .map(
+                |r| if r.signer_name == flotilla_api::addon::consts::KUBE_APISERVER_CLIENT_SIGNER {
+                    flotilla_api::addon::v1beta1::RegistrationType::KubeClient
+                } else {
+                    flotilla_api::addon::v1beta1::RegistrationType::CustomSigner
+                }
+            )
+            .collect::<Vec<_>>()
+    );
     let table = ok(flotilla_at(
         state,
         admin,

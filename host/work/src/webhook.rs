@@ -1,14 +1,17 @@
-//! The hub's validating webhook for what CEL cannot express: the 500 KiB limit on a
-//! ManifestWork's manifests (their encoded size; CEL has no way to measure it). The other
-//! rules stay in the [`crate::admission`] policy, enforced by the apiserver itself.
+//! The hub's webhook server: the validating webhook for what CEL cannot express — the 500 KiB
+//! limit on a ManifestWork's manifests (their encoded size; CEL has no way to measure it) — and
+//! the add-on CRDs' conversion webhook (v1alpha1 ⇄ v1beta1, [`flotilla_api::addon::conversion`]).
+//! The other work rules stay in the [`crate::admission`] policy, enforced by the apiserver itself.
 //!
 //! ```text
 //!  kube-apiserver ──HTTPS (CA in caBundle)──▶ /validate-manifestwork ──▶ allowed / denied + message
+//!                                           ─▶ /convert ──▶ ClusterManagementAddOn / ManagedClusterAddOn
+//!                                                           in the requested version, or a failure
 //! ```
 //!
 //! The server makes its own CA at start and a serving certificate for its host names, and
-//! registers `flotilla.dev-manifestwork-size` with that CA; a restart re-registers the new
-//! CA. The add-on conversion webhook can be served by the same server.
+//! registers `flotilla.dev-manifestwork-size` and the add-on CRDs' conversion with that CA; a
+//! restart re-registers the new CA.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -20,6 +23,7 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::core::{
     DynamicObject,
     admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
+    conversion::{ConversionResponse, ConversionReview},
 };
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType};
 use serde_json::json;
@@ -27,6 +31,13 @@ use tokio_rustls::TlsAcceptor;
 
 /// Path of the ManifestWork size check.
 pub const VALIDATE_PATH: &str = "/validate-manifestwork";
+/// Path of the add-on CRDs' conversion webhook (OCM's path).
+pub const CONVERT_PATH: &str = "/convert";
+/// The CRDs whose versions the conversion webhook converts between.
+pub const CONVERTED_CRDS: [&str; 2] = [
+    "clustermanagementaddons.addon.open-cluster-management.io",
+    "managedclusteraddons.addon.open-cluster-management.io",
+];
 /// Name of the ValidatingWebhookConfiguration.
 pub const CONFIGURATION_NAME: &str = "flotilla.dev-manifestwork-size";
 
@@ -48,6 +59,15 @@ pub enum Error {
     /// Registering the configuration failed.
     #[error(transparent)]
     Register(#[from] flotilla_kube::Error),
+    /// Switching an add-on CRD's conversion to the webhook failed.
+    #[error("switch the conversion of CRD {crd} to the hub's webhook: {source}")]
+    Conversion {
+        /// The CRD.
+        crd: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
 }
 
 /// A running webhook server.
@@ -99,22 +119,35 @@ pub fn review(request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
 }
 
 async fn handle(request: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, hyper::Error> {
-    if request.uri().path() != VALIDATE_PATH {
+    let path = request.uri().path().to_owned();
+    if path != VALIDATE_PATH && path != CONVERT_PATH {
         let mut not_found = Response::new(Full::new(Bytes::from_static(b"not found")));
         *not_found.status_mut() = hyper::StatusCode::NOT_FOUND;
         return Ok(not_found);
     }
     let body = request.into_body().collect().await?.to_bytes();
-    let answer = match serde_json::from_slice::<AdmissionReview<DynamicObject>>(&body)
-        .map_err(|e| e.to_string())
-        .and_then(|r| {
-            let request: Result<AdmissionRequest<DynamicObject>, _> = r.try_into();
-            request.map_err(|e| e.to_string())
-        }) {
-        Ok(request) => review(&request).into_review(),
-        Err(message) => AdmissionResponse::invalid(message).into_review(),
+    let bytes = if path == CONVERT_PATH {
+        let answer = match serde_json::from_slice::<ConversionReview>(&body) {
+            Ok(request) => flotilla_api::addon::conversion::review(request),
+            Err(e) => ConversionResponse::invalid(kube::core::Status::failure(
+                &format!("decode the ConversionReview: {e}"),
+                "BadRequest",
+            ))
+            .into_review(),
+        };
+        serde_json::to_vec(&answer).unwrap_or_default()
+    } else {
+        let answer = match serde_json::from_slice::<AdmissionReview<DynamicObject>>(&body)
+            .map_err(|e| e.to_string())
+            .and_then(|r| {
+                let request: Result<AdmissionRequest<DynamicObject>, _> = r.try_into();
+                request.map_err(|e| e.to_string())
+            }) {
+            Ok(request) => review(&request).into_review(),
+            Err(message) => AdmissionResponse::invalid(message).into_review(),
+        };
+        serde_json::to_vec(&answer).unwrap_or_default()
     };
-    let bytes = serde_json::to_vec(&answer).unwrap_or_default();
     let mut response = Response::new(Full::new(Bytes::from(bytes)));
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
@@ -172,12 +205,16 @@ pub async fn serve(bind: SocketAddr, hosts: &[String]) -> Result<Webhook, Error>
         .map_err(|source| Error::Listen { addr: bind, source })?;
     let acceptor = TlsAcceptor::from(Arc::new(config));
     let task = tokio::spawn(async move {
+        // Connections live in the accept task's set, so stopping the server (dropping
+        // [`Webhook`]) also ends the apiserver's kept-alive connections.
+        let mut connections = tokio::task::JoinSet::new();
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
+            while connections.try_join_next().is_some() {}
             let acceptor = acceptor.clone();
-            tokio::spawn(async move {
+            connections.spawn(async move {
                 let Ok(tls) = acceptor.accept(stream).await else {
                     return;
                 };
@@ -224,6 +261,45 @@ pub fn configuration(url: &str, ca_pem: &str) -> ValidatingWebhookConfiguration 
 pub async fn register(client: &kube::Client, url: &str, ca_pem: &str) -> Result<(), Error> {
     let api: kube::Api<ValidatingWebhookConfiguration> = kube::Api::all(client.clone());
     flotilla_kube::apply::apply(&api, &configuration(url, ca_pem)).await?;
+    Ok(())
+}
+
+/// The merge patch switching an add-on CRD to conversion through `url` (trusting `ca_pem`);
+/// `service: null` drops a Service reference an installer may have left.
+pub fn conversion_patch(url: &str, ca_pem: &str) -> serde_json::Value {
+    use base64::Engine as _;
+    json!({ "spec": { "conversion": {
+        "strategy": "Webhook",
+        "webhook": {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": {
+                "url": url,
+                "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
+                "service": null,
+            },
+        },
+    }}})
+}
+
+/// Points the add-on CRDs' conversion at `url` (the server's [`CONVERT_PATH`]): from then on
+/// the apiserver serves v1beta1 by asking this server.
+pub async fn register_conversion(client: &kube::Client, url: &str, ca_pem: &str) -> Result<(), Error> {
+    let api: kube::Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = kube::Api::all(client.clone());
+    let patch = conversion_patch(url, ca_pem);
+    for name in CONVERTED_CRDS {
+        api.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|source| Error::Conversion {
+            crd: name.to_owned(),
+            source,
+        })?;
+    }
     Ok(())
 }
 

@@ -10,6 +10,7 @@
 //! v1alpha1 is the storage version; v1beta1 is served beside it (converted by a webhook).
 
 pub mod consts;
+pub mod conversion;
 pub mod v1alpha1;
 pub mod v1beta1;
 
