@@ -16,9 +16,9 @@
 //!  registration or add-on gone ─▶ its secret deleted
 //! ```
 //!
-//! One pass every [`POLL`]: CSRs in flight are remembered between passes (the key never leaves
-//! memory until its certificate is written), so one slow approval holds up nothing else. The
-//! secrets carry the label [`CREDENTIAL_LABEL`] (add-on name) so that those of removed add-ons
+//! One pass every [`POLL`] ([`IN_FLIGHT_POLL`] while a fresh CSR waits for its certificate):
+//! CSRs in flight are remembered between passes (the key never leaves memory until its
+//! certificate is written), so one slow approval holds up nothing else. The secrets carry the label [`CREDENTIAL_LABEL`] (add-on name) so that those of removed add-ons
 //! are found and deleted even after a restart.
 
 mod kubeconfig;
@@ -52,6 +52,12 @@ pub use kubeconfig::render as render_kubeconfig;
 
 /// How often the add-ons are looked at.
 pub const POLL: Duration = Duration::from_secs(3);
+/// The pause between passes while a CSR made less than [`FAST_WINDOW`] ago is in flight: the
+/// hub approves and signs within moments, and the add-on waits for nothing but its credential.
+/// A CSR nobody approves goes back to [`POLL`] once the window has passed.
+pub const IN_FLIGHT_POLL: Duration = Duration::from_millis(250);
+/// See [`IN_FLIGHT_POLL`].
+const FAST_WINDOW: Duration = Duration::from_secs(10);
 /// Label on the secrets written here; its value is the add-on name.
 pub const CREDENTIAL_LABEL: &str = "flotilla.dev/addon-credential";
 /// Field manager of the secrets written here.
@@ -83,6 +89,8 @@ struct Key {
 struct Pending {
     csr: String,
     key_pem: Vec<u8>,
+    /// When the CSR was made.
+    made: std::time::Instant,
 }
 
 /// What the loop remembers between passes.
@@ -105,7 +113,8 @@ pub(crate) async fn run(
         if let Err(error) = pass(ctx, names, &current, &mut state).await {
             tracing::warn!(%error, "add-on credentials");
         }
-        tokio::time::sleep(POLL).await;
+        let fresh = state.pending.values().any(|p| p.made.elapsed() < FAST_WINDOW);
+        tokio::time::sleep(if fresh { IN_FLIGHT_POLL } else { POLL }).await;
     }
 }
 
@@ -319,6 +328,7 @@ async fn credential(
         Pending {
             csr: created.name_any(),
             key_pem: made.key_pem.into_bytes(),
+            made: std::time::Instant::now(),
         },
     );
     Ok(())
