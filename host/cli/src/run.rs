@@ -337,7 +337,12 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
         flotilla_work::webhook::register_conversion(&client, &convert_url, &webhook.ca_pem)
             .await
             .context("register the add-on conversion webhook")?;
-        run_hub_controllers(client.clone(), args, plugin_host).await
+        let conversion =
+            flotilla_work::webhook::keep_conversion(client.clone(), convert_url, webhook.ca_pem.clone());
+        tokio::select! {
+            result = run_hub_controllers(client.clone(), args, plugin_host) => result,
+            () = conversion => Ok(()),
+        }
     };
     let until_stopped = async {
         tokio::select! {

@@ -20,6 +20,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, body::Bytes, service::service_fn};
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::{
     DynamicObject,
     admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
@@ -301,6 +302,56 @@ pub async fn register_conversion(client: &kube::Client, url: &str, ca_pem: &str)
         })?;
     }
     Ok(())
+}
+
+/// Whether `crd` converts through `url`, trusting `ca_pem`.
+pub fn converts_through(crd: &CustomResourceDefinition, url: &str, ca_pem: &str) -> bool {
+    crd.spec.conversion.as_ref().is_some_and(|conversion| {
+        let config = conversion.webhook.as_ref().and_then(|w| w.client_config.as_ref());
+        conversion.strategy == "Webhook"
+            && config.and_then(|c| c.url.as_deref()) == Some(url)
+            && config.and_then(|c| c.ca_bundle.as_ref()).map(|b| b.0.as_slice()) == Some(ca_pem.as_bytes())
+    })
+}
+
+/// Keeps the add-on CRDs converting through `url` for as long as it runs: an installer that
+/// applies the CRDs again (`flotilla init`, `kubectl apply -f deploy/crds`) resets their
+/// conversion to `None`, and the hub points it back at once.
+pub async fn keep_conversion(client: kube::Client, url: String, ca_pem: String) {
+    use futures::StreamExt as _;
+    use kube_runtime::{WatchStreamExt as _, watcher};
+
+    let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    let watches = CONVERTED_CRDS.map(|name| {
+        watcher(
+            api.clone(),
+            watcher::Config::default().fields(&format!("metadata.name={name}")),
+        )
+        .default_backoff()
+        .applied_objects()
+    });
+    let mut changes = futures::stream::select_all(watches.map(Box::pin));
+    while let Some(change) = changes.next().await {
+        match change {
+            Ok(crd) if !converts_through(&crd, &url, &ca_pem) => {
+                let name = crd.metadata.name.unwrap_or_default();
+                tracing::info!(crd = %name, "conversion was reset; pointing it at the hub's webhook again");
+                let patch = conversion_patch(&url, &ca_pem);
+                if let Err(error) = api
+                    .patch(
+                        &name,
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(&patch),
+                    )
+                    .await
+                {
+                    tracing::warn!(crd = %name, %error, "switch the conversion to the hub's webhook");
+                }
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "watch the add-on CRDs"),
+        }
+    }
 }
 
 #[cfg(test)]

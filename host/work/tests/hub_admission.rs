@@ -311,6 +311,34 @@ async fn add_ons_convert_between_v1alpha1_and_v1beta1_through_the_hub_s_webhook(
         assert!(json.contains(has), "{version}: {json}");
     }
 
+    // An installer applying the CRDs again resets their conversion; the hub points it back.
+    let keeper = tokio::spawn(flotilla_work::webhook::keep_conversion(
+        admin.clone(),
+        url.clone(),
+        webhook.ca_pem.clone(),
+    ));
+    let reset = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+    for name in flotilla_work::webhook::CONVERTED_CRDS {
+        crds.patch(name, &PatchParams::default(), &Patch::Merge(&reset))
+            .await
+            .unwrap();
+    }
+    for name in flotilla_work::webhook::CONVERTED_CRDS {
+        wait::until(
+            "the conversion is pointed back at the webhook",
+            Duration::from_secs(30),
+            || async {
+                let crd = crds.get(name).await.map_err(|e| e.to_string())?;
+                Ok::<_, String>(
+                    flotilla_work::webhook::converts_through(&crd, &url, &webhook.ca_pem).then_some(()),
+                )
+            },
+        )
+        .await
+        .unwrap();
+    }
+    keeper.abort();
+
     // The webhook down: v1beta1 fails with the apiserver's reason, v1alpha1 still reads, and a
     // v1beta1 create stores nothing.
     drop(webhook);
