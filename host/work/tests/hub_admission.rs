@@ -52,6 +52,21 @@ async fn refused(api: &Api<ManifestWork>, work: &ManifestWork, hint: &str) {
     assert!(message.contains(hint), "{message}");
 }
 
+/// The shared hub, an admin client and a webhook server of this test's own on loopback.
+async fn hub_with_webhook() -> (
+    &'static flotilla_testing::ControlPlane,
+    kube::Client,
+    flotilla_work::webhook::Webhook,
+) {
+    init_tracing();
+    let hub = flotilla_testing::shared("work-admission-hub").await.unwrap();
+    let admin = hub.admin_client().await.unwrap();
+    let webhook = flotilla_work::webhook::serve("127.0.0.1:0".parse().unwrap(), &["127.0.0.1".to_owned()])
+        .await
+        .unwrap();
+    (hub, admin, webhook)
+}
+
 #[tokio::test]
 async fn malformed_works_are_refused_at_admission_with_a_clear_message() {
     init_tracing();
@@ -121,12 +136,7 @@ async fn malformed_works_are_refused_at_admission_with_a_clear_message() {
 
 #[tokio::test]
 async fn a_work_over_500_kib_is_refused_by_the_hub_s_webhook() {
-    init_tracing();
-    let hub = flotilla_testing::shared("work-admission-hub").await.unwrap();
-    let admin = hub.admin_client().await.unwrap();
-    let webhook = flotilla_work::webhook::serve("127.0.0.1:0".parse().unwrap(), &["127.0.0.1".to_owned()])
-        .await
-        .unwrap();
+    let (_, admin, webhook) = hub_with_webhook().await;
     let url = format!(
         "https://{}{}",
         webhook.addr,
@@ -167,12 +177,7 @@ async fn add_ons_convert_between_v1alpha1_and_v1beta1_through_the_hub_s_webhook(
     use flotilla_api::addon::{consts::KUBE_APISERVER_CLIENT_SIGNER, v1alpha1 as a1, v1beta1 as b1};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-    init_tracing();
-    let hub = flotilla_testing::shared("work-admission-hub").await.unwrap();
-    let admin = hub.admin_client().await.unwrap();
-    let webhook = flotilla_work::webhook::serve("127.0.0.1:0".parse().unwrap(), &["127.0.0.1".to_owned()])
-        .await
-        .unwrap();
+    let (hub, admin, webhook) = hub_with_webhook().await;
     let url = format!("https://{}{}", webhook.addr, flotilla_work::webhook::CONVERT_PATH);
     flotilla_work::webhook::register_conversion(&admin, &url, &webhook.ca_pem)
         .await
