@@ -163,3 +163,74 @@ async fn an_executor_without_permission_fails_every_manifest_with_the_reason() {
     agent.wait_condition("executor", "Applied", "True").await;
     assert!(cms.get_opt("as-executor").await.unwrap().is_some());
 }
+
+/// A SubjectAccessReview cannot see RBAC's escalation rule: an executor allowed to write Roles
+/// still may not write one granting more than it holds. That manifest fails with the reason;
+/// the Role within its powers applies.
+#[tokio::test]
+async fn an_executor_may_not_grant_more_than_it_holds() {
+    let agent = start_agent("cluster-escalation").await;
+    let ns = "work-escalation";
+    namespace(&agent.managed, ns).await;
+    let role = |name: &str, resource: &str, verbs: &[&str]| -> Value {
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": { "name": name, "namespace": ns },
+            "rules": [{ "apiGroups": [""], "resources": [resource], "verbs": verbs }],
+        })
+    };
+    let mut powers: Role = serde_json::from_value(role("powers", "configmaps", &["get"])).unwrap();
+    powers.rules.get_or_insert_default().push(
+        serde_json::from_value(
+            json!({ "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"],
+            "verbs": ["create", "update", "patch", "get", "delete"] }),
+        )
+        .unwrap(),
+    );
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": { "name": "powers", "namespace": ns },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "powers" },
+        "subjects": [{ "kind": "ServiceAccount", "name": "limited", "namespace": ns }],
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(agent.managed.clone(), ns)
+        .create(&PostParams::default(), &powers)
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(agent.managed.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+
+    let mut work = work(
+        "escalation",
+        vec![
+            role("within", "configmaps", &["get"]),
+            role("beyond", "secrets", &["get"]),
+        ],
+    );
+    work.spec.executor = Some(ManifestWorkExecutor {
+        subject: ManifestWorkExecutorSubject {
+            service_account: Some(ManifestWorkSubjectServiceAccount {
+                namespace: ns.into(),
+                name: "limited".into(),
+            }),
+            ..Default::default()
+        },
+    });
+    agent.create(&work).await;
+    let failed = agent.wait_condition("escalation", "Applied", "False").await;
+    let within = manifest_condition(&failed, 0, "Applied").unwrap();
+    assert_eq!(within.status, "True", "{}", within.message);
+    let beyond = manifest_condition(&failed, 1, "Applied").unwrap();
+    assert!(
+        beyond.message.contains("permission escalation")
+            && beyond.message.contains("roles work-escalation/beyond"),
+        "{}",
+        beyond.message
+    );
+    let roles: Api<Role> = Api::namespaced(agent.managed.clone(), ns);
+    assert!(roles.get_opt("within").await.unwrap().is_some());
+    assert!(roles.get_opt("beyond").await.unwrap().is_none());
+}

@@ -661,6 +661,14 @@ async fn apply_one(
     {
         flags.denied = true;
         outcome = ApplyOutcome::Failed(message);
+    } else if let Some(user) = executor_user
+        && executor::escalation_checked(&meta.group, &meta.resource)
+        && let Err(message) =
+            executor::check_escalation(&ctx.managed, user, &resolved.resource, &meta.namespace, &desired)
+                .await
+    {
+        flags.denied = true;
+        outcome = ApplyOutcome::Failed(message);
     } else {
         let known = recorded.iter().any(|r| {
             r.group == meta.group
