@@ -1,7 +1,7 @@
 //! Real parts for tests: local Kubernetes control planes and OCI registries on loopback (from
 //! `flotilla-localenv`, the product crate behind `flotilla up`, re-exported here so tests name
 //! one crate), plus test-only helpers: control planes and controllers shared by the tests of
-//! one test binary, and test logging.
+//! one test binary, test logging, and a real forward proxy (tinyproxy, stunnel) on loopback.
 //!
 //! ```no_run
 //! # async fn demo() -> flotilla_testing::Result<()> {
@@ -11,6 +11,7 @@
 //! # let _ = (admin, intruder); Ok(()) }
 //! ```
 
+pub mod proxy;
 pub mod shared;
 
 pub use flotilla_localenv::{

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use base64::{Engine as _, engine::general_purpose::STANDARD};
-use flotilla_core::registration::agent::identity::HubEndpoint;
+use flotilla_core::registration::agent::{identity::HubEndpoint, proxy};
 use kube::config::{Cluster, KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
@@ -144,20 +144,110 @@ impl HubKubeconfig {
     }
 }
 
-async fn client_from(kubeconfig: Kubeconfig, what: &str, timeout: Duration) -> Result<kube::Client> {
-    let build_error = |message: String| Error::BuildHubClient {
-        what: what.to_owned(),
-        message,
-    };
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+/// A hub client from `kubeconfig` (its current context), made by [`hub_client`].
+pub async fn client_from(kubeconfig: Kubeconfig, what: &str, timeout: Duration) -> Result<kube::Client> {
+    client_from_kubeconfig(kubeconfig, what, Some(timeout)).await
+}
+
+/// A hub client from `kubeconfig` (its current context), made by [`hub_client`]; `timeout`
+/// bounds connecting, reading and writing (`None`: kube's defaults, for clients that watch).
+pub async fn client_from_kubeconfig(
+    kubeconfig: Kubeconfig,
+    what: &str,
+    timeout: Option<Duration>,
+) -> Result<kube::Client> {
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .map_err(|e| build_error(error_chain(&e)))?;
-    // Every hub request is short (no watches), so a hung hub shows up as an error.
-    config.connect_timeout = Some(timeout);
-    config.read_timeout = Some(timeout);
-    config.write_timeout = Some(timeout);
-    config.reset_reader_on_write = true;
-    kube::Client::try_from(config).map_err(|e| build_error(error_chain(&e)))
+        .map_err(|e| Error::BuildHubClient {
+            what: what.to_owned(),
+            message: error_chain(&e),
+        })?;
+    hub_client(config, timeout).map_err(|e| Error::BuildHubClient {
+        what: what.to_owned(),
+        message: error_chain(&e),
+    })
+}
+
+/// The one way the klusterlet builds a client for the hub (registration agent, work agent,
+/// add-on agents, `flotilla join`'s discovery): kube's client stack for `config`, honouring
+/// the cluster entry's `proxy-url`, plus a layer that turns a failure of the way through the
+/// proxy into a message naming the proxy and what to fix ([`proxy::diagnose`]).
+///
+/// Proxies: kube's builder (feature `http-proxy`) opens an HTTP CONNECT tunnel through
+/// `http://` proxies, and through `https://` proxies over TLS verified with the same roots as
+/// the hub (`certificate-authority-data`, into which the proxy's CA is appended, as OCM
+/// documents); the hub's TLS, with the agent's client certificate, runs inside the tunnel,
+/// so mTLS is never terminated at the proxy. kube 5's builder does both schemes, so nothing is
+/// composed by hand here. Its limits, which follow client-go's: a `tls-server-name` in the
+/// kubeconfig applies to the proxy's certificate too, and the agent's client certificate is
+/// offered to a proxy that asks for one.
+pub fn hub_client(mut config: kube::Config, timeout: Option<Duration>) -> Result<kube::Client, kube::Error> {
+    if let Some(timeout) = timeout {
+        // Every request of these clients is short (no watches), so a hung hub shows up as an
+        // error.
+        config.connect_timeout = Some(timeout);
+        config.read_timeout = Some(timeout);
+        config.write_timeout = Some(timeout);
+        config.reset_reader_on_write = true;
+    }
+    let proxy = config.proxy_url.as_ref().map(|url| {
+        let hub = config
+            .cluster_url
+            .authority()
+            .map_or_else(|| config.cluster_url.to_string(), |a| a.to_string());
+        (redact(url), hub)
+    });
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(match proxy {
+        None => builder.build(),
+        Some((proxy_url, hub)) => builder
+            .with_layer(&tower::util::MapErrLayer::new(
+                move |error: BoxError| -> BoxError {
+                    let chain = causes(&*error);
+                    match proxy::diagnose(&proxy_url, &hub, &chain) {
+                        Some(message) => Box::new(ProxyError {
+                            message,
+                            source: error,
+                        }),
+                        None => error,
+                    }
+                },
+            ))
+            .build(),
+    })
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A request failed on the way through the proxy; the message says which leg and what to do.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ProxyError {
+    message: String,
+    #[source]
+    source: BoxError,
+}
+
+/// The proxy URL without a password, for messages.
+fn redact(url: &http::Uri) -> String {
+    match url.authority() {
+        Some(authority) if authority.as_str().contains('@') => {
+            let host = authority.as_str().rsplit('@').next().unwrap_or_default();
+            format!("{}://{host}", url.scheme_str().unwrap_or("http"))
+        }
+        _ => url.to_string().trim_end_matches('/').to_owned(),
+    }
+}
+
+/// The messages of `error` and its causes, outermost first.
+fn causes(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    let mut chain = vec![error.to_string()];
+    let mut source = error.source();
+    while let Some(cause) = source {
+        chain.push(cause.to_string());
+        source = cause.source();
+    }
+    chain
 }
 
 /// `error: cause: cause…` for errors from other crates.
