@@ -179,11 +179,14 @@ async fn a_proxy_that_refuses_connect_to_the_hub_says_it_refused_the_tunnel() {
         "agent-proxy-refuses",
         "proxy-refuses",
         &through_proxy(hub, proxy.url(), None),
-        &[&format!(
-            "the proxy {} refused the tunnel to the hub {}",
-            proxy.url(),
-            hub_authority(hub)
-        )],
+        &[
+            &format!(
+                "the proxy {} refused the tunnel to the hub {}",
+                proxy.url(),
+                hub_authority(hub)
+            ),
+            "answered CONNECT with 403 Forbidden",
+        ],
     )
     .await;
     assert!(

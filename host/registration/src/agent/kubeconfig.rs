@@ -14,11 +14,14 @@
 use std::time::Duration;
 
 use base64::{Engine as _, engine::general_purpose::STANDARD};
-use flotilla_core::registration::agent::{identity::HubEndpoint, proxy};
+use flotilla_core::registration::agent::identity::HubEndpoint;
 use kube::config::{Cluster, KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
-use super::error::{Error, Result};
+use super::{
+    error::{Error, Result},
+    proxy,
+};
 
 /// Context of the hub kubeconfig.
 pub const CONTEXT: &str = "default-context";
@@ -171,7 +174,7 @@ pub async fn client_from_kubeconfig(
 /// The one way the klusterlet builds a client for the hub (registration agent, work agent,
 /// add-on agents, `flotilla join`'s discovery): kube's client stack for `config`, honouring
 /// the cluster entry's `proxy-url`, plus a layer that turns a failure of the way through the
-/// proxy into a message naming the proxy and what to fix ([`proxy::diagnose`]).
+/// proxy into a message naming the proxy and what to fix ([`proxy::ProxyError`]).
 ///
 /// Proxies: kube's builder (feature `http-proxy`) opens an HTTP CONNECT tunnel through
 /// `http://` proxies, and through `https://` proxies over TLS verified with the same roots as
@@ -190,65 +193,31 @@ pub fn hub_client(mut config: kube::Config, timeout: Option<Duration>) -> Result
         config.write_timeout = Some(timeout);
         config.reset_reader_on_write = true;
     }
-    let proxy = config.proxy_url.as_ref().map(|url| {
-        let hub = config
-            .cluster_url
-            .authority()
-            .map_or_else(|| config.cluster_url.to_string(), |a| a.to_string());
-        (redact(url), hub)
-    });
+    let diagnosis = proxy::Diagnosis::new(&config);
     let builder = kube::client::ClientBuilder::try_from(config)?;
-    Ok(match proxy {
+    Ok(match diagnosis {
         None => builder.build(),
-        Some((proxy_url, hub)) => builder
-            .with_layer(&tower::util::MapErrLayer::new(
-                move |error: BoxError| -> BoxError {
-                    let chain = causes(&*error);
-                    match proxy::diagnose(&proxy_url, &hub, &chain) {
-                        Some(message) => Box::new(ProxyError {
-                            message,
-                            source: error,
-                        }),
-                        None => error,
+        Some(diagnosis) => builder
+            .with_layer(&tower::util::MapFutureLayer::new(move |future: ClientFuture| {
+                let diagnosis = diagnosis.clone();
+                async move {
+                    match future.await {
+                        Ok(response) => Ok(response),
+                        Err(error) => Err(diagnosis.explain(error).await),
                     }
-                },
-            ))
+                }
+            }))
             .build(),
     })
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// A request failed on the way through the proxy; the message says which leg and what to do.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct ProxyError {
-    message: String,
-    #[source]
-    source: BoxError,
-}
-
-/// The proxy URL without a password, for messages.
-fn redact(url: &http::Uri) -> String {
-    match url.authority() {
-        Some(authority) if authority.as_str().contains('@') => {
-            let host = authority.as_str().rsplit('@').next().unwrap_or_default();
-            format!("{}://{host}", url.scheme_str().unwrap_or("http"))
-        }
-        _ => url.to_string().trim_end_matches('/').to_owned(),
-    }
-}
-
-/// The messages of `error` and its causes, outermost first.
-fn causes(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
-    let mut chain = vec![error.to_string()];
-    let mut source = error.source();
-    while let Some(cause) = source {
-        chain.push(cause.to_string());
-        source = cause.source();
-    }
-    chain
-}
+/// The future of kube's client stack.
+type ClientFuture = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = Result<http::Response<Box<kube::client::DynBody>>, proxy::BoxError>>
+            + Send,
+    >,
+>;
 
 /// `error: cause: cause…` for errors from other crates.
 pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {

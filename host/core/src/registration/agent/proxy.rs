@@ -75,9 +75,10 @@ fn is_certificate_problem(causes: &str) -> bool {
 }
 
 /// The message for a failed request to `hub` (`host:port`) through `proxy_url`, given the
-/// error chain (outermost first): what failed and what to do, followed by the lowest cause;
-/// `None` when [`classify`] finds no proxy fault.
-pub fn diagnose(proxy_url: &str, hub: &str, chain: &[String]) -> Option<String> {
+/// error chain (outermost first) and, for a refused tunnel, the status the proxy answered
+/// CONNECT with if it is known: what failed and what to do, with the lowest cause; `None` when
+/// [`classify`] finds no proxy fault.
+pub fn diagnose(proxy_url: &str, hub: &str, chain: &[String], status: Option<&str>) -> Option<String> {
     let fault = classify(chain)?;
     let cause = chain.last().map(String::as_str).unwrap_or_default();
     Some(match fault {
@@ -91,8 +92,9 @@ pub fn diagnose(proxy_url: &str, hub: &str, chain: &[String]) -> Option<String> 
              --proxy-ca`)"
         ),
         ProxyFault::TunnelRefused => format!(
-            "the proxy {proxy_url} refused the tunnel to the hub {hub}: it answered CONNECT with a \
-             status other than 2xx (its log has the status); allow CONNECT to {hub} in the proxy's rules"
+            "the proxy {proxy_url} refused the tunnel to the hub {hub}: it answered CONNECT with {}; \
+             allow CONNECT to {hub} in the proxy's rules",
+            status.unwrap_or("a status other than 2xx")
         ),
         ProxyFault::AuthenticationRequired => format!(
             "the proxy {proxy_url} refused the tunnel to the hub {hub} with 407 Proxy \
@@ -166,6 +168,7 @@ mod tests {
                 "tunnel error: failed to create underlying connection",
                 "Connection refused (os error 111)",
             ]),
+            None,
         )
         .unwrap();
         assert!(message.starts_with("cannot connect to the proxy http://127.0.0.1:3128"));
@@ -179,9 +182,22 @@ mod tests {
             "http://p:3128",
             "hub:6443",
             &chain(&["client error (Connect)", "tunnel error: unsuccessful"]),
+            Some("403 Forbidden"),
         )
         .unwrap();
         assert!(message.contains("the proxy http://p:3128 refused the tunnel to the hub hub:6443"));
+        assert!(
+            message.contains("answered CONNECT with 403 Forbidden"),
+            "{message}"
+        );
+        let unknown = diagnose(
+            "http://p:3128",
+            "hub:6443",
+            &chain(&["tunnel error: unsuccessful"]),
+            None,
+        )
+        .unwrap();
+        assert!(unknown.contains("a status other than 2xx"), "{unknown}");
     }
 
     #[test]
@@ -193,6 +209,7 @@ mod tests {
                 "tunnel error: failed to create underlying connection",
                 "invalid peer certificate: UnknownIssuer",
             ]),
+            None,
         )
         .unwrap();
         assert!(message.contains("certificate of the proxy https://p:3129 was not trusted"));
