@@ -6,6 +6,10 @@
 //! then writes the bootstrap kubeconfig into the managed cluster and starts the klusterlet —
 //! as a Deployment there, or (`--local`) as a background process on this machine, which is what
 //! a cluster without nodes, like a local control plane, needs.
+//!
+//! Behind a forward proxy (`--proxy-url`, and `--proxy-ca` for an https proxy), discovery goes
+//! through the proxy and the bootstrap kubeconfig carries `proxy-url` (and the proxy's CA after
+//! the hub's), so every hub connection the klusterlet makes is a CONNECT tunnel through it.
 
 use std::{
     path::PathBuf,
@@ -57,8 +61,8 @@ pub struct JoinArgs {
     #[arg(long)]
     pub proxy_url: Option<String>,
     /// A PEM file with the CA of an `https://` proxy: appended to `certificate-authority-data`,
-    /// which then verifies both the proxy and the hub.
-    #[arg(long, requires = "proxy_url")]
+    /// which then verifies both the proxy and the hub. `--proxy-ca-file` is clusteradm's name.
+    #[arg(long, visible_alias = "proxy-ca-file", requires = "proxy_url")]
     pub proxy_ca: Option<PathBuf>,
     /// Run the klusterlet as a background process here instead of a Deployment in the cluster.
     #[arg(long)]

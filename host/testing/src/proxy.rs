@@ -31,8 +31,9 @@ use flotilla_localenv::{
     pki::CertificateAuthority,
 };
 
-/// The Debian packages unpacked when the tools are not on PATH: the proxy, the TLS front and
-/// the one library stunnel4 needs that a minimal Debian lacks.
+/// The Debian packages unpacked when the tools are not on PATH: the proxy (its binary is in
+/// `tinyproxy-bin` since Debian 12), the TLS front and the one library stunnel4 needs that a
+/// minimal Debian lacks.
 const PACKAGES: &[&str] = &["tinyproxy-bin", "stunnel4", "libwrap0"];
 
 /// Where the tools come from.
@@ -82,11 +83,21 @@ pub fn tools() -> Result<Tools> {
     let tools = Tools {
         tinyproxy: root.join("usr/bin/tinyproxy"),
         stunnel: root.join("usr/bin/stunnel4"),
-        library_path: Some(root.join("usr/lib/x86_64-linux-gnu")),
+        library_path: multiarch_lib_dir(&root.join("usr/lib")),
     };
     check_runs(&tools, &tools.tinyproxy, "-v")?;
     check_runs(&tools, &tools.stunnel, "-version")?;
     Ok(tools)
+}
+
+/// The multiarch library directory (`usr/lib/<triplet>`) of an unpacked root, whatever the
+/// machine's architecture.
+fn multiarch_lib_dir(lib: &Path) -> Option<PathBuf> {
+    fs::read_dir(lib)
+        .ok()?
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| path.is_dir() && path.to_string_lossy().ends_with("-linux-gnu"))
 }
 
 /// `apt-get download` the packages into `dir/debs` and unpack them into `dir/root`.
