@@ -4,7 +4,8 @@
 //! and the hub kubeconfig secret it writes keeps the proxy and the CA bundle. The three proxy
 //! faults — nothing listening at the proxy URL, a proxy whose rules refuse CONNECT to the
 //! hub's port, an https proxy whose CA is not in `certificate-authority-data` — each show up
-//! as a clear error naming the proxy in the agent's status, retried with backoff.
+//! as a clear error naming the proxy in the agent's status, retried with backoff. An agent in
+//! a network namespace that reaches the host only at the proxy's address joins all the same.
 
 #![allow(
     clippy::unwrap_used,
@@ -16,8 +17,9 @@ mod agent_support;
 
 use agent_support::*;
 use base64::{Engine as _, engine::general_purpose::STANDARD};
+use flotilla_registration::agent;
 use flotilla_registration::agent::{Phase, kubeconfig::HubKubeconfig};
-use flotilla_testing::{ControlPlane, proxy::Proxy};
+use flotilla_testing::{ControlPlane, netns::Netns, proxy::Proxy};
 
 /// The test's bootstrap kubeconfig with `proxy-url` set and `extra_ca` appended to the CA data.
 fn through_proxy(hub: &ControlPlane, proxy_url: &str, extra_ca: Option<&str>) -> String {
@@ -212,4 +214,66 @@ async fn an_https_proxy_whose_ca_is_missing_says_where_the_proxy_ca_belongs() {
     )
     .await;
     assert_eq!(proxy.connects_to(&hub_authority(hub)), 0, "no tunnel was opened");
+}
+
+/// `kubeconfig` (YAML) with `proxy-url` set on its cluster.
+fn with_proxy(kubeconfig: &str, proxy_url: &str) -> String {
+    let mut config: serde_yaml::Value = serde_yaml::from_str(kubeconfig).unwrap();
+    config["clusters"][0]["cluster"]["proxy-url"] = proxy_url.into();
+    serde_yaml::to_string(&config).unwrap()
+}
+
+#[tokio::test]
+async fn an_agent_that_cannot_reach_the_hub_directly_joins_through_the_proxy() {
+    init_tracing();
+    let (hub, managed) = planes().await;
+    let hub_admin = hub.admin_client().await.unwrap();
+    let managed_admin = managed.admin_client().await.unwrap();
+    ensure_bootstrap_rbac(&hub_admin).await;
+    // The agent's network: the host at one address, where only the proxy listens.
+    let netns = tokio::task::spawn_blocking(Netns::create).await.unwrap().unwrap();
+    let proxy = Proxy::builder().listen(netns.host_addr()).start().await.unwrap();
+    let hub_address: std::net::SocketAddr = hub_authority(hub).parse().unwrap();
+    let direct = netns
+        .spawn(move || async move { tokio::net::TcpStream::connect(hub_address).await.map(|_| ()) })
+        .await
+        .unwrap();
+    assert!(direct.is_err(), "the hub must not be reachable directly");
+
+    let (namespace, cluster) = ("agent-proxy-only", "proxy-only-c1");
+    let bootstrap = through_proxy(hub, proxy.url(), None);
+    prepare_namespace(&managed_admin, namespace, bootstrap.as_bytes()).await;
+    let mut opts = options(namespace, Some(cluster));
+    opts.lease_duration_seconds = 2;
+    let status = opts.status.clone();
+    // The managed cluster is reached through the proxy as well: nothing else is reachable.
+    let managed_kubeconfig = with_proxy(
+        &std::fs::read_to_string(managed.admin_kubeconfig()).unwrap(),
+        proxy.url(),
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let _agent = netns.spawn(move || async move {
+        let client = flotilla_testing::kubeconfig::client_from_yaml(&managed_kubeconfig)
+            .await
+            .unwrap();
+        tokio::select! {
+            result = agent::run(client, opts) => panic!("the agent ended: {result:?}"),
+            _ = stopped => {}
+        }
+    });
+
+    let csr = wait_csrs(&hub_admin, cluster, 1).await.remove(0);
+    decide_csr(&hub_admin, csr.metadata.name.as_deref().unwrap(), true).await;
+    wait_status(&status, "certificate written", TIMEOUT, |s| {
+        s.phase == Phase::WaitingForAcceptance
+    })
+    .await;
+    accept(&hub_admin, cluster).await;
+    let joined = wait_status(&status, "joined", TIMEOUT, |s| s.phase == Phase::Joined).await;
+    wait_status(&status, "lease renewed", TIMEOUT, |s| {
+        s.lease_renewals > joined.lease_renewals
+    })
+    .await;
+    assert!(proxy.connects_to(&hub_authority(hub)) >= 3, "{}", proxy.log());
+    let _ = stop.send(());
 }

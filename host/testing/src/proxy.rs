@@ -193,6 +193,7 @@ fn check_runs(tools: &Tools, binary: &Path, flag: &str) -> Result<()> {
 pub struct ProxyBuilder {
     allowed_connect_ports: Option<Vec<u16>>,
     https: bool,
+    listen: Option<Ipv4Addr>,
 }
 
 impl ProxyBuilder {
@@ -200,6 +201,13 @@ impl ProxyBuilder {
     /// `403 Access violation`. Default: every port.
     pub fn allow_connect_ports(mut self, ports: &[u16]) -> Self {
         self.allowed_connect_ports = Some(ports.to_vec());
+        self
+    }
+
+    /// Listens on `address` instead of 127.0.0.1 (the host end of a [`crate::netns::Netns`]);
+    /// an https front still listens on 127.0.0.1.
+    pub fn listen(mut self, address: Ipv4Addr) -> Self {
+        self.listen = Some(address);
         self
     }
 
@@ -220,9 +228,10 @@ impl ProxyBuilder {
             .map_err(|e| Error::Binary(format!("create proxy directory: {e}")))?;
         let dir = temp.path().to_path_buf();
         let port = free_port()?;
+        let listen = self.listen.unwrap_or(Ipv4Addr::LOCALHOST);
         let log = dir.join("tinyproxy.log");
         let mut config = format!(
-            "Port {port}\nListen 127.0.0.1\nTimeout 600\nLogFile \"{}\"\nLogLevel Connect\nMaxClients 200\n",
+            "Port {port}\nListen {listen}\nTimeout 600\nLogFile \"{}\"\nLogLevel Connect\nMaxClients 200\n",
             log.display()
         );
         if let Some(ports) = &self.allowed_connect_ports {
@@ -240,7 +249,7 @@ impl ProxyBuilder {
             &dir,
             "tinyproxy",
         )?];
-        wait_listening(port, &mut children, &log).await?;
+        wait_listening(SocketAddr::from((listen, port)), &mut children, &log).await?;
 
         let (url, ca_pem) = if self.https {
             let ca = CertificateAuthority::new("flotilla-test-proxy-ca")?;
@@ -255,7 +264,7 @@ impl ProxyBuilder {
                 &stunnel_config,
                 &format!(
                     "foreground = yes\npid =\noutput = {}\ndebug = 5\n[proxy]\naccept = 127.0.0.1:{tls_port}\n\
-                     connect = 127.0.0.1:{port}\ncert = {}\nkey = {}\n",
+                     connect = {listen}:{port}\ncert = {}\nkey = {}\n",
                     stunnel_log.display(),
                     cert.display(),
                     key.display()
@@ -269,13 +278,18 @@ impl ProxyBuilder {
                 &dir,
                 "stunnel",
             )?);
-            wait_listening(tls_port, &mut children, &stunnel_log).await?;
+            wait_listening(
+                SocketAddr::from((Ipv4Addr::LOCALHOST, tls_port)),
+                &mut children,
+                &stunnel_log,
+            )
+            .await?;
             (
                 format!("https://127.0.0.1:{tls_port}"),
                 Some(ca.cert_pem().to_owned()),
             )
         } else {
-            (format!("http://127.0.0.1:{port}"), None)
+            (format!("http://{listen}:{port}"), None)
         };
         Ok(Proxy {
             url,
@@ -326,8 +340,7 @@ fn free_port() -> Result<u16> {
         .map_err(|e| Error::Binary(format!("read free port: {e}")))
 }
 
-async fn wait_listening(port: u16, children: &mut [Child], log: &Path) -> Result<()> {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+async fn wait_listening(addr: SocketAddr, children: &mut [Child], log: &Path) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         for child in children.iter_mut() {
