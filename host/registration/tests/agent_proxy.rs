@@ -163,7 +163,7 @@ async fn an_unreachable_proxy_is_named_in_the_agents_error_not_the_hub() {
     )
     .await;
     assert!(
-        error.starts_with("get ManagedCluster proxy-gone on the hub:"),
+        error.starts_with("get ManagedCluster proxy-gone on the hub: cannot connect to the proxy"),
         "{error}"
     );
 }
