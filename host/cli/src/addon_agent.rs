@@ -26,7 +26,7 @@ use k8s_openapi::{
 use kube::{
     Api, Client,
     api::{ObjectMeta, PostParams},
-    config::{KubeConfigOptions, Kubeconfig},
+    config::Kubeconfig,
 };
 
 use crate::cli::GlobalArgs;
@@ -104,10 +104,12 @@ async fn renew_on_hub(managed: &Client, args: &AddonAgentArgs, period: Duration)
 /// A client from a kubeconfig file whose relative paths (`tls.crt`, `tls.key`) are beside it.
 async fn hub_client(path: &Path) -> anyhow::Result<Client> {
     let kubeconfig = Kubeconfig::read_from(path).context("read kubeconfig")?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .context("load kubeconfig")?;
-    Client::try_from(config).context("build client")
+    Ok(flotilla_registration::agent::kubeconfig::client_from_kubeconfig(
+        kubeconfig,
+        "add-on kubeconfig",
+        None,
+    )
+    .await?)
 }
 
 /// Sets `renewTime` of Lease `name` in `namespace` to now, creating the lease if needed.

@@ -6,6 +6,10 @@
 //! then writes the bootstrap kubeconfig into the managed cluster and starts the klusterlet —
 //! as a Deployment there, or (`--local`) as a background process on this machine, which is what
 //! a cluster without nodes, like a local control plane, needs.
+//!
+//! Behind a forward proxy (`--proxy-url`, and `--proxy-ca` for an https proxy), discovery goes
+//! through the proxy and the bootstrap kubeconfig carries `proxy-url` (and the proxy's CA after
+//! the hub's), so every hub connection the klusterlet makes is a CONNECT tunnel through it.
 
 use std::{
     path::PathBuf,
@@ -51,6 +55,15 @@ pub struct JoinArgs {
     /// A PEM file with the hub's CA, instead of discovering it through cluster-info.
     #[arg(long)]
     pub hub_ca_file: Option<PathBuf>,
+    /// A forward proxy (`http://host:port` or `https://host:port`) through which the klusterlet
+    /// reaches the hub with HTTP CONNECT: written as `proxy-url` of the bootstrap kubeconfig
+    /// (and so of every hub kubeconfig the klusterlet writes). CA discovery goes through it too.
+    #[arg(long)]
+    pub proxy_url: Option<String>,
+    /// A PEM file with the CA of an `https://` proxy: appended to `certificate-authority-data`,
+    /// which then verifies both the proxy and the hub. `--proxy-ca-file` is clusteradm's name.
+    #[arg(long, visible_alias = "proxy-ca-file", requires = "proxy_url")]
+    pub proxy_ca: Option<PathBuf>,
     /// Run the klusterlet as a background process here instead of a Deployment in the cluster.
     #[arg(long)]
     pub local: bool,
@@ -137,11 +150,17 @@ pub async fn join(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<()> {
         .filter(|(id, secret)| id.len() == 6 && secret.len() == 16)
         .context("--hub-token must look like <6-character id>.<16-character secret>, as `flotilla get token` prints it")?;
     let server = args.hub_apiserver.trim_end_matches('/');
-    let ca_pem = match &args.hub_ca_file {
+    let proxy = proxy_settings(args)?;
+    let hub_ca = match &args.hub_ca_file {
         Some(path) => std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?,
-        None => discover_ca(server, token_id, token_secret).await?,
+        None => discover_ca(server, proxy.as_ref().map(|p| &p.url), token_id, token_secret).await?,
     };
-    let bootstrap = bootstrap_kubeconfig(server, &ca_pem, &args.hub_token)?;
+    let ca_pem = match proxy.as_ref().and_then(|p| p.ca_pem.as_deref()) {
+        Some(proxy_ca) => ca_bundle(&hub_ca, proxy_ca),
+        None => hub_ca,
+    };
+    let proxy_url = args.proxy_url.as_deref().map(|u| u.trim_end_matches('/'));
+    let bootstrap = bootstrap_kubeconfig(server, &ca_pem, &args.hub_token, proxy_url)?;
     if args.dry_run {
         let mut objects = bootstrap_manifests(&args.agent_namespace, &bootstrap);
         objects.extend(klusterlet_manifests(args)?);
@@ -233,9 +252,64 @@ fn validate_cluster_name(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--proxy-url` and `--proxy-ca`, checked.
+#[derive(Debug)]
+struct ProxySettings {
+    url: http::Uri,
+    ca_pem: Option<String>,
+}
+
+fn proxy_settings(args: &JoinArgs) -> anyhow::Result<Option<ProxySettings>> {
+    let Some(text) = &args.proxy_url else {
+        return Ok(None);
+    };
+    let url: http::Uri = text
+        .parse()
+        .with_context(|| format!("--proxy-url {text:?} is not a URL"))?;
+    match url.scheme_str() {
+        Some("http" | "https") if url.host().is_some() => {}
+        _ => {
+            bail!("--proxy-url {text:?} must be http://host:port or https://host:port (HTTP CONNECT proxies)")
+        }
+    }
+    let ca_pem = match &args.proxy_ca {
+        None => None,
+        Some(_) if url.scheme_str() == Some("http") => {
+            bail!(
+                "--proxy-ca is for https:// proxies; --proxy-url {text:?} is http://, whose connection is not TLS"
+            )
+        }
+        Some(path) => {
+            let pem = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+            if !pem.contains("-----BEGIN CERTIFICATE-----") {
+                bail!("--proxy-ca {} holds no PEM certificate", path.display());
+            }
+            Some(pem)
+        }
+    };
+    Ok(Some(ProxySettings { url, ca_pem }))
+}
+
+/// The hub's CA followed by the proxy's, as OCM documents for an https proxy: one bundle
+/// verifies both.
+fn ca_bundle(hub_ca: &str, proxy_ca: &str) -> String {
+    format!("{}\n{}\n", hub_ca.trim_end(), proxy_ca.trim())
+}
+
 /// Reads the hub's cluster-info without trusting the connection and returns its CA once the
 /// token's signature over it checks out.
-async fn discover_ca(server: &str, token_id: &str, token_secret: &str) -> anyhow::Result<String> {
+///
+/// With a proxy, discovery goes through it, because that is what a user behind a proxy
+/// expects: where the hub is reachable only through the proxy, a direct read would fail and
+/// `--hub-ca-file` would be needed for no reason. The proxy's certificate is not verified
+/// here either (the same TLS settings apply to both legs); the token's signature over the
+/// answer is what makes it trustworthy, wherever it came through.
+async fn discover_ca(
+    server: &str,
+    proxy_url: Option<&http::Uri>,
+    token_id: &str,
+    token_secret: &str,
+) -> anyhow::Result<String> {
     let url: http::Uri = server
         .parse()
         .with_context(|| format!("--hub-apiserver {server:?} is not a URL"))?;
@@ -244,8 +318,9 @@ async fn discover_ca(server: &str, token_id: &str, token_secret: &str) -> anyhow
     // what makes the answer trustworthy.
     config.accept_invalid_certs = true;
     config.auth_info.token = Some(format!("{token_id}.{token_secret}").into());
-    config.connect_timeout = Some(Duration::from_secs(10));
-    let hub = kube::Client::try_from(config).context("build discovery client")?;
+    config.proxy_url = proxy_url.cloned();
+    let hub = flotilla_registration::agent::kubeconfig::hub_client(config, Some(Duration::from_secs(10)))
+        .context("build discovery client")?;
     let info = Api::<ConfigMap>::namespaced(hub, "kube-public")
         .get("cluster-info")
         .await
@@ -296,14 +371,24 @@ fn verify_detached_jws(jws: &str, payload: &str, token_id: &str, token_secret: &
     })
 }
 
-/// The kubeconfig the agent bootstraps with: the hub's server and CA, the token as user.
-fn bootstrap_kubeconfig(server: &str, ca_pem: &str, token: &str) -> anyhow::Result<String> {
+/// The kubeconfig the agent bootstraps with: the hub's server and CA (with the proxy's CA
+/// appended for an https proxy), the proxy if any, the token as user.
+fn bootstrap_kubeconfig(
+    server: &str,
+    ca_pem: &str,
+    token: &str,
+    proxy_url: Option<&str>,
+) -> anyhow::Result<String> {
+    let mut cluster = json!({
+        "server": server,
+        "certificate-authority-data": base64::engine::general_purpose::STANDARD.encode(ca_pem),
+    });
+    if let Some(proxy_url) = proxy_url {
+        cluster["proxy-url"] = json!(proxy_url);
+    }
     let config = json!({
         "apiVersion": "v1", "kind": "Config",
-        "clusters": [{ "name": "hub", "cluster": {
-            "server": server,
-            "certificate-authority-data": base64::engine::general_purpose::STANDARD.encode(ca_pem),
-        }}],
+        "clusters": [{ "name": "hub", "cluster": cluster }],
         "users": [{ "name": "bootstrap", "user": { "token": token } }],
         "contexts": [{ "name": "bootstrap", "context": { "cluster": "hub", "user": "bootstrap" } }],
         "current-context": "bootstrap",
@@ -464,6 +549,74 @@ mod tests {
         assert!(verify_detached_jws(&jws, "tampered", "abcdef", "0123456789abcdef").is_err());
         assert!(verify_detached_jws(&jws, payload, "zzzzzz", "0123456789abcdef").is_err());
         assert!(verify_detached_jws("garbage", payload, "abcdef", "0123456789abcdef").is_err());
+    }
+
+    #[test]
+    fn the_bootstrap_kubeconfig_carries_the_proxy_and_a_bundle_of_both_cas() {
+        let bundle = ca_bundle("HUB-CA\n", "PROXY-CA");
+        let text = bootstrap_kubeconfig(
+            "https://hub:6443",
+            &bundle,
+            "abcdef.0123456789abcdef",
+            Some("https://proxy:3129"),
+        )
+        .unwrap();
+        let parsed = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+        let cluster = parsed.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.proxy_url.as_deref(), Some("https://proxy:3129"));
+        let ca = base64::engine::general_purpose::STANDARD
+            .decode(cluster.certificate_authority_data.as_deref().unwrap())
+            .unwrap();
+        assert_eq!(String::from_utf8(ca).unwrap(), "HUB-CA\nPROXY-CA\n");
+        let without = bootstrap_kubeconfig("https://hub:6443", "HUB-CA", "t", None).unwrap();
+        assert!(!without.contains("proxy-url"), "{without}");
+    }
+
+    fn join_args(extra: &[&str]) -> JoinArgs {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            join: JoinArgs,
+        }
+        let mut argv = vec![
+            "join",
+            "--hub-token",
+            "t",
+            "--hub-apiserver",
+            "https://h",
+            "--cluster-name",
+            "c",
+        ];
+        argv.extend_from_slice(extra);
+        Wrapper::try_parse_from(argv).unwrap().join
+    }
+
+    #[test]
+    fn proxy_flags_that_cannot_work_are_refused_with_the_reason() {
+        let error = |extra: &[&str]| proxy_settings(&join_args(extra)).unwrap_err().to_string();
+        assert!(
+            error(&["--proxy-url", "socks5://p:1080"])
+                .contains("must be http://host:port or https://host:port")
+        );
+        assert!(error(&["--proxy-url", "p:3128"]).contains("must be http://"));
+        assert!(
+            error(&["--proxy-url", "http://p:3128", "--proxy-ca", "/nonexistent"])
+                .contains("--proxy-ca is for https:// proxies")
+        );
+        assert!(
+            error(&["--proxy-url", "https://p:3129", "--proxy-ca", "/nonexistent"])
+                .contains("read /nonexistent")
+        );
+        assert!(proxy_settings(&join_args(&[])).unwrap().is_none());
+        assert_eq!(
+            proxy_settings(&join_args(&["--proxy-url", "http://p:3128"]))
+                .unwrap()
+                .unwrap()
+                .url
+                .host(),
+            Some("p")
+        );
     }
 
     #[test]

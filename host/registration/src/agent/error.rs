@@ -253,6 +253,9 @@ impl Error {
 fn api(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(status) => format!("{} ({} {})", status.message, status.code, status.reason),
+        // The client stack's own error (a proxy fault, a connection error) without kube's
+        // "ServiceError:" prefix.
+        kube::Error::Service(inner) => super::kubeconfig::error_chain(&**inner),
         other => super::kubeconfig::error_chain(other),
     }
 }

@@ -18,7 +18,10 @@ use flotilla_core::registration::agent::identity::HubEndpoint;
 use kube::config::{Cluster, KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
-use super::error::{Error, Result};
+use super::{
+    error::{Error, Result},
+    proxy,
+};
 
 /// Context of the hub kubeconfig.
 pub const CONTEXT: &str = "default-context";
@@ -144,21 +147,77 @@ impl HubKubeconfig {
     }
 }
 
-async fn client_from(kubeconfig: Kubeconfig, what: &str, timeout: Duration) -> Result<kube::Client> {
-    let build_error = |message: String| Error::BuildHubClient {
-        what: what.to_owned(),
-        message,
-    };
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| build_error(error_chain(&e)))?;
-    // Every hub request is short (no watches), so a hung hub shows up as an error.
-    config.connect_timeout = Some(timeout);
-    config.read_timeout = Some(timeout);
-    config.write_timeout = Some(timeout);
-    config.reset_reader_on_write = true;
-    kube::Client::try_from(config).map_err(|e| build_error(error_chain(&e)))
+/// A hub client from `kubeconfig` (its current context), made by [`hub_client`].
+pub async fn client_from(kubeconfig: Kubeconfig, what: &str, timeout: Duration) -> Result<kube::Client> {
+    client_from_kubeconfig(kubeconfig, what, Some(timeout)).await
 }
+
+/// A hub client from `kubeconfig` (its current context), made by [`hub_client`]; `timeout`
+/// bounds connecting, reading and writing (`None`: kube's defaults, for clients that watch).
+pub async fn client_from_kubeconfig(
+    kubeconfig: Kubeconfig,
+    what: &str,
+    timeout: Option<Duration>,
+) -> Result<kube::Client> {
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error::BuildHubClient {
+            what: what.to_owned(),
+            message: error_chain(&e),
+        })?;
+    hub_client(config, timeout).map_err(|e| Error::BuildHubClient {
+        what: what.to_owned(),
+        message: error_chain(&e),
+    })
+}
+
+/// The one way the klusterlet builds a client for the hub (registration agent, work agent,
+/// add-on agents, `flotilla join`'s discovery): kube's client stack for `config`, honouring
+/// the cluster entry's `proxy-url`, plus a layer that turns a failure of the way through the
+/// proxy into a message naming the proxy and what to fix ([`proxy::ProxyError`]).
+///
+/// Proxies: kube's builder (feature `http-proxy`) opens an HTTP CONNECT tunnel through
+/// `http://` proxies, and through `https://` proxies over TLS verified with the same roots as
+/// the hub (`certificate-authority-data`, into which the proxy's CA is appended, as OCM
+/// documents); the hub's TLS, with the agent's client certificate, runs inside the tunnel,
+/// so mTLS is never terminated at the proxy. kube 5's builder does both schemes, so nothing is
+/// composed by hand here. Its limits, which follow client-go's: a `tls-server-name` in the
+/// kubeconfig applies to the proxy's certificate too, and the agent's client certificate is
+/// offered to a proxy that asks for one.
+pub fn hub_client(mut config: kube::Config, timeout: Option<Duration>) -> Result<kube::Client, kube::Error> {
+    if let Some(timeout) = timeout {
+        // Every request of these clients is short (no watches), so a hung hub shows up as an
+        // error.
+        config.connect_timeout = Some(timeout);
+        config.read_timeout = Some(timeout);
+        config.write_timeout = Some(timeout);
+        config.reset_reader_on_write = true;
+    }
+    let diagnosis = proxy::Diagnosis::new(&config);
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(match diagnosis {
+        None => builder.build(),
+        Some(diagnosis) => builder
+            .with_layer(&tower::util::MapFutureLayer::new(move |future: ClientFuture| {
+                let diagnosis = diagnosis.clone();
+                async move {
+                    match future.await {
+                        Ok(response) => Ok(response),
+                        Err(error) => Err(diagnosis.explain(error).await),
+                    }
+                }
+            }))
+            .build(),
+    })
+}
+
+/// The future of kube's client stack.
+type ClientFuture = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = Result<http::Response<Box<kube::client::DynBody>>, proxy::BoxError>>
+            + Send,
+    >,
+>;
 
 /// `error: cause: cause…` for errors from other crates.
 pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {

@@ -28,6 +28,7 @@ pub mod addon_credentials;
 pub mod error;
 pub mod kubeconfig;
 pub mod progress;
+pub mod proxy;
 
 mod addon_health;
 mod bootstrap;

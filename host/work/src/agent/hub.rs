@@ -6,14 +6,11 @@
 use std::time::Duration;
 
 use flotilla_registration::{
-    agent::kubeconfig::HubKubeconfig,
+    agent::kubeconfig::{self, HubKubeconfig},
     names::{CLUSTER_NAME_KEY, KUBECONFIG_KEY, TLS_CERT_KEY, TLS_KEY_KEY},
 };
 use k8s_openapi::api::core::v1::Secret;
-use kube::{
-    Api, Client,
-    config::{KubeConfigOptions, Kubeconfig},
-};
+use kube::{Api, Client, config::Kubeconfig};
 
 use super::{AgentOptions, Error, Result};
 
@@ -83,10 +80,10 @@ async fn connect(secret: &Secret, options: &AgentOptions) -> Result<Connection> 
         .or_else(|| data(secret, CLUSTER_NAME_KEY).map(|b| String::from_utf8_lossy(b).trim().to_owned()))
         .filter(|c| !c.is_empty())
         .ok_or_else(|| invalid(format!("no {CLUSTER_NAME_KEY} key and no cluster name given")))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    // The registration agent's hub client builder: proxy-url, and errors naming the proxy.
+    let client = kubeconfig::client_from_kubeconfig(kubeconfig, "hub kubeconfig", None)
         .await
         .map_err(|e| Error::HubClient(e.to_string()))?;
-    let client = Client::try_from(config).map_err(|e| Error::HubClient(e.to_string()))?;
     Ok(Connection {
         client,
         server: parsed.server().to_owned(),

@@ -56,4 +56,27 @@ mod tests {
         assert_eq!(user.client_key.as_deref(), Some("tls.key"));
         assert!(user.client_certificate_data.is_none());
     }
+
+    #[test]
+    fn the_addon_kubeconfig_keeps_the_proxy_and_the_whole_ca_bundle() {
+        // Hub CA and proxy CA in one bundle, as `flotilla join --proxy-ca` writes it.
+        let bundle = base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            "-----BEGIN CERTIFICATE-----\nHUB\n-----END CERTIFICATE-----\n\
+             -----BEGIN CERTIFICATE-----\nPROXY\n-----END CERTIFICATE-----\n",
+        );
+        let hub = HubKubeconfig::parse(
+            &format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: hub\n  cluster:\n    server: https://hub:6443\n    certificate-authority-data: {bundle}\n    proxy-url: https://proxy:3129\ncontexts:\n- name: c\n  context: {{cluster: hub, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n"
+            ),
+            "test",
+        )
+        .unwrap();
+        let parsed = HubKubeconfig::parse(&render(&hub).unwrap(), "add-on").unwrap();
+        assert_eq!(parsed.cluster.proxy_url.as_deref(), Some("https://proxy:3129"));
+        assert_eq!(
+            parsed.cluster.certificate_authority_data.as_deref(),
+            Some(bundle.as_str())
+        );
+    }
 }

@@ -26,7 +26,7 @@ use kube::{
 use super::{Context, HubOptions};
 
 /// Runs the CSR controller until dropped. `client` needs `create` on SubjectAccessReviews and
-/// `update` on `certificatesigningrequests/approval` for the kube-apiserver-client signer.
+/// `patch` on `certificatesigningrequests/approval` for the kube-apiserver-client signer.
 pub(super) async fn run(client: Client, options: HubOptions) {
     let csrs = Api::<CertificateSigningRequest>::all(client.clone());
     let controller = Controller::new(csrs, watcher::Config::default().labels(CLUSTER_NAME_LABEL));
