@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use agent_support::*;
 use flotilla_api::work::v1::{
     AppliedManifestWork, ConditionRule, ConditionRuleType, DeleteOption, DeletePropagationPolicyType,
-    FeedBackType, FeedbackRule, JsonPath, ManifestConfigOption, ManifestWork, OrphaningRule,
-    ResourceIdentifier, SelectivelyOrphan, ServerSideApplyConfig, UpdateStrategy, UpdateStrategyType,
-    ValueType,
+    FeedBackType, FeedbackRule, IgnoreField, IgnoreFieldsCondition, JsonPath, ManifestConfigOption,
+    ManifestWork, OrphaningRule, ResourceIdentifier, SelectivelyOrphan, ServerSideApplyConfig,
+    UpdateStrategy, UpdateStrategyType, ValueType,
 };
 use flotilla_core::work::agent::names::{applied_manifest_work_name, hub_hash};
 use flotilla_work::agent::AgentOptions;
@@ -407,6 +407,88 @@ async fn server_side_apply_conflicts_fail_the_manifest_until_forced() {
         .filter_map(|f| f.manager)
         .collect();
     assert!(managers.contains(&"work-agent-test".to_owned()), "{managers:?}");
+}
+
+/// ignoreFields as OCM applies them: the ignored fields are written once, when the object is
+/// created. While the hub's intent is unchanged nothing is applied again; a new intent brings
+/// OnSpokeChange fields back to the hub's value but leaves OnSpokePresent fields to the
+/// managed cluster.
+#[tokio::test]
+async fn server_side_apply_leaves_ignored_fields_to_the_managed_cluster() {
+    let agent = start_agent("cluster-ignore").await;
+    let ns = "work-ignore";
+    ensure_namespace(&agent, ns).await;
+    let cms: Api<ConfigMap> = Api::namespaced(agent.managed.clone(), ns);
+    let option = |name: &str, condition: IgnoreFieldsCondition| ManifestConfigOption {
+        resource_identifier: identifier("", "configmaps", ns, name),
+        update_strategy: strategy(
+            UpdateStrategyType::ServerSideApply,
+            Some(ServerSideApplyConfig {
+                force: true,
+                field_manager: "work-agent-test".into(),
+                ignore_fields: vec![IgnoreField {
+                    condition,
+                    json_paths: vec![".data.size".into()],
+                    ..Default::default()
+                }],
+            }),
+        ),
+        ..Default::default()
+    };
+    let manifests = |size: &str, label: &str| {
+        ["present", "change"]
+            .map(|name| config_map(ns, name, json!({ "size": size, "label": label })))
+            .to_vec()
+    };
+    let mut work = work("ignore", manifests("1", "a"));
+    work.spec.manifest_configs = vec![
+        option("present", IgnoreFieldsCondition::OnSpokePresent),
+        option("change", IgnoreFieldsCondition::OnSpokeChange),
+    ];
+    agent.create(&work).await;
+    agent.wait_condition("ignore", "Applied", "True").await;
+    for name in ["present", "change"] {
+        let cm = cms.get(name).await.unwrap();
+        assert!(
+            cm.annotations()
+                .contains_key(flotilla_core::work::agent::ignore::SPEC_HASH_ANNOTATION)
+        );
+        assert_eq!(cm.data.unwrap()["size"], "1", "{name} is created whole");
+        // Someone scales it on the managed cluster.
+        let params = PatchParams {
+            field_manager: Some("someone".into()),
+            ..PatchParams::default()
+        };
+        cms.patch(name, &params, &Patch::Merge(json!({ "data": { "size": "5" } })))
+            .await
+            .unwrap();
+    }
+
+    work.spec.workload.manifests = manifests("2", "b")
+        .into_iter()
+        .map(flotilla_api::work::v1::Manifest)
+        .collect();
+    agent.set_spec("ignore", &work.spec).await;
+    for name in ["present", "change"] {
+        wait_object(&cms, name, "the new intent applied", |cm| {
+            cm.and_then(|c| c.data.as_ref())
+                .and_then(|d| d.get("label"))
+                .map(String::as_str)
+                == Some("b")
+        })
+        .await;
+    }
+    let size = |cm: ConfigMap| cm.data.unwrap()["size"].clone();
+    assert_eq!(
+        size(cms.get("change").await.unwrap()),
+        "2",
+        "OnSpokeChange follows a new intent"
+    );
+    assert_eq!(
+        size(cms.get("present").await.unwrap()),
+        "5",
+        "OnSpokePresent stays the cluster's"
+    );
 }
 
 #[tokio::test]

@@ -9,12 +9,11 @@
 
 use flotilla_api::work::{
     consts::DEFAULT_FIELD_MANAGER,
-    v1::{IgnoreFieldsCondition, ServerSideApplyConfig, UpdateStrategyType},
+    v1::{ServerSideApplyConfig, UpdateStrategyType},
 };
 use flotilla_core::work::agent::{
-    conditions::ApplyOutcome, feedback::to_query, ownership::merge_owner_references, update::merge_for_update,
+    conditions::ApplyOutcome, ignore, ownership::merge_owner_references, update::merge_for_update,
 };
-use jsonpath_rust::{JsonPath as _, query::queryable::Queryable as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
     Api,
@@ -175,47 +174,25 @@ async fn server_side_apply(
         .filter(|m| !m.is_empty())
         .unwrap_or(DEFAULT_FIELD_MANAGER);
     let ignore = ssa.map(|c| c.ignore_fields.as_slice()).unwrap_or_default();
-    if !ignore.is_empty()
-        && let Some(live) = api.get_opt(name).await.map_err(failed("read"))?
-    {
-        let live = serde_json::to_value(&live).unwrap_or(Value::Null);
-        for field in ignore {
-            for path in &field.json_paths {
-                let query = to_query(path);
-                let differs = match field.condition {
-                    IgnoreFieldsCondition::OnSpokePresent => true,
-                    // Leave the field alone only where someone changed it on the managed cluster.
-                    IgnoreFieldsCondition::OnSpokeChange => {
-                        let ours = desired.query(&query);
-                        let theirs = live.query(&query);
-                        match (ours, theirs) {
-                            (Ok(a), Ok(b)) => a != b,
-                            _ => true,
-                        }
-                    }
+    if !ignore.is_empty() {
+        let (stripped, hash) = ignore::strip(&desired, ignore).map_err(ApplyOutcome::IgnoreFieldError)?;
+        match api.get_opt(name).await.map_err(failed("read"))? {
+            // Created whole: the ignored fields get their first value from the hub.
+            None => ignore::set_hash(&mut desired, &hash),
+            Some(live) => {
+                let owned_by = |uid: &str| {
+                    live.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|r| r.uid == uid)
                 };
-                if differs {
-                    desired
-                        .delete_by_path(&query)
-                        .map_err(|e| ApplyOutcome::IgnoreFieldError(format!("jsonPath {path:?}: {e}")))?;
-                }
-            }
-            for pointer in &field.json_pointers {
-                if !pointer.starts_with('/') {
-                    return Err(ApplyOutcome::IgnoreFieldError(format!(
-                        "jsonPointer {pointer:?} must start with /"
-                    )));
-                }
-                if let Some((parent, key)) = pointer.rsplit_once('/')
-                    && let Some(Value::Object(map)) = desired.pointer_mut(parent)
+                let live_json = serde_json::to_value(&live).unwrap_or(Value::Null);
+                if ignore::unchanged(&live_json, &hash) && (owner.uid.ends_with('-') || owned_by(&owner.uid))
                 {
-                    map.remove(&key.replace("~1", "/").replace("~0", "~"));
+                    return Ok(live);
                 }
-            }
-            if !field.jq_path_expressions.is_empty() {
-                return Err(ApplyOutcome::IgnoreFieldError(
-                    "jqPathExpressions are not supported; use jsonPaths or jsonPointers".into(),
-                ));
+                desired = stripped;
             }
         }
     }

@@ -12,6 +12,7 @@
 
 pub mod conditions;
 pub mod feedback;
+pub mod ignore;
 pub mod names;
 pub mod order;
 pub mod ownership;
