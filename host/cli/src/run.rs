@@ -281,8 +281,23 @@ pub struct KlusterletArgs {
     /// How often the work agent refreshes status feedback (e.g. `10s`).
     #[arg(long = "status-sync-interval", default_value = "10s", value_parser = parse_duration)]
     pub status_sync_interval: std::time::Duration,
+    /// Where the agent's own objects live: `default` on the managed cluster of
+    /// `--kubeconfig`; `hosted` on the cluster of `--kubeconfig` (the hosting cluster), with
+    /// the managed cluster reached through the kubeconfig in Secret
+    /// `external-managed-kubeconfig` (key `kubeconfig`) in the agent namespace there.
+    #[arg(long, value_enum, default_value_t = KlusterletMode::Default)]
+    pub mode: KlusterletMode,
     #[command(flatten)]
     pub ops: OpsArgs,
+}
+
+/// Where a klusterlet runs and keeps its objects (OCM's klusterlet `mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KlusterletMode {
+    /// On the managed cluster.
+    Default,
+    /// On a hosting cluster, reaching the managed cluster through a kubeconfig secret.
+    Hosted,
 }
 
 /// A duration such as `90s`, `60m` or `1h 30m` (jiff's friendly format).
@@ -396,9 +411,11 @@ async fn run_hub_controllers(
 /// Runs the klusterlet against the managed cluster of `--kubeconfig` until interrupted.
 pub async fn klusterlet(global: &GlobalArgs, args: &KlusterletArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal()?;
-    let (client, _) = instrumented_client(global)
-        .await
-        .context("connect to the managed cluster")?;
+    tokio::pin!(shutdown);
+    let (client, _) = instrumented_client(global).await.context(match args.mode {
+        KlusterletMode::Default => "connect to the managed cluster",
+        KlusterletMode::Hosted => "connect to the hosting cluster",
+    })?;
     serve_ops(&args.ops, &client, None, "klusterlet").await?;
     let options = agent::AgentOptions {
         cluster_name: args.cluster_name.clone(),
@@ -417,11 +434,29 @@ pub async fn klusterlet(global: &GlobalArgs, args: &KlusterletArgs) -> anyhow::R
         status_sync_interval: args.status_sync_interval,
         ..Default::default()
     };
+    let clients = match args.mode {
+        KlusterletMode::Default => agent::Clients::same(client),
+        KlusterletMode::Hosted => {
+            eprintln!(
+                "flotilla klusterlet: hosted mode; reading the managed cluster's kubeconfig from {}/{}",
+                args.agent_namespace,
+                names::EXTERNAL_MANAGED_KUBECONFIG_SECRET
+            );
+            let managed = tokio::select! {
+                managed = agent::hosted::managed_client(&client, &options) => managed,
+                result = &mut shutdown => return result,
+            };
+            agent::Clients {
+                agent: client,
+                managed,
+            }
+        }
+    };
     eprintln!("flotilla klusterlet: running the registration agent and the work agent");
     tokio::select! {
-        result = agent::run(client.clone(), options) => result.context("registration agent stopped"),
-        result = flotilla_work::agent::run(client, work_options) => result.context("work agent stopped"),
-        result = shutdown => result,
+        result = agent::run_with(clients.clone(), options) => result.context("registration agent stopped"),
+        result = flotilla_work::agent::run_with(clients, work_options) => result.context("work agent stopped"),
+        result = &mut shutdown => result,
     }
 }
 

@@ -30,6 +30,30 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Hosted mode: reading the secret with the managed cluster's kubeconfig failed.
+    #[error(
+        "read secret {namespace}/{name} (the managed cluster's kubeconfig) on the hosting cluster: {}",
+        api(source)
+    )]
+    ReadExternalManagedKubeconfig {
+        /// The agent namespace.
+        namespace: String,
+        /// The secret's name.
+        name: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Hosted mode: the secret with the managed cluster's kubeconfig is missing or unusable.
+    #[error("hosted mode: secret {namespace}/{name} on the hosting cluster {problem}")]
+    ExternalManagedKubeconfig {
+        /// The agent namespace.
+        namespace: String,
+        /// The secret's name.
+        name: String,
+        /// What is wrong, and what to do about it.
+        problem: String,
+    },
     /// The bootstrap secret or its kubeconfig key is missing.
     #[error("bootstrap secret {namespace}/{name} {problem}")]
     MissingBootstrap {

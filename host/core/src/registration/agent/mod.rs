@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod csr;
 pub mod health;
 pub mod identity;
+pub mod join;
 pub mod lease;
 pub mod names;
 pub mod resources;
