@@ -669,6 +669,68 @@ mod tests {
     }
 
     #[test]
+    fn the_external_managed_kubeconfig_is_the_chosen_context_alone_with_its_files_read_in() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("ca.pem", "CA"),
+            ("cert.pem", "CERT"),
+            ("key.pem", "KEY"),
+            ("token", "TOKEN\n"),
+        ] {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        let path = dir.path().join("config");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\ncurrent-context: other\n\
+             clusters:\n\
+             - {name: managed, cluster: {server: 'https://managed:6443', certificate-authority: ca.pem}}\n\
+             - {name: other, cluster: {server: 'https://other:6443'}}\n\
+             users:\n\
+             - {name: admin, user: {client-certificate: cert.pem, client-key: key.pem}}\n\
+             - {name: robot, user: {tokenFile: token}}\n\
+             contexts:\n\
+             - {name: managed, context: {cluster: managed, user: admin}}\n\
+             - {name: robot, context: {cluster: managed, user: robot}}\n\
+             - {name: other, context: {cluster: other, user: admin}}\n",
+        )
+        .unwrap();
+        let global = |context: &str| GlobalArgs {
+            kubeconfig: Some(path.clone()),
+            context: Some(context.to_owned()),
+            log_format: crate::cli::LogFormat::Text,
+            state_dir: dir.path().to_owned(),
+        };
+        let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+
+        let parse = |context: &str| -> serde_json::Value {
+            serde_yaml::from_str(&standalone_kubeconfig(&global(context)).unwrap()).unwrap()
+        };
+        let admin = parse("managed");
+        assert_eq!(admin["current-context"], "managed");
+        assert_eq!(admin["contexts"].as_array().unwrap().len(), 1);
+        assert_eq!(admin["clusters"].as_array().unwrap().len(), 1);
+        let cluster = &admin["clusters"][0]["cluster"];
+        assert_eq!(cluster["server"], "https://managed:6443");
+        assert_eq!(cluster.get("certificate-authority"), None);
+        assert_eq!(cluster["certificate-authority-data"], b64("CA"));
+        let user = &admin["users"][0]["user"];
+        assert_eq!(
+            (user.get("client-certificate"), user.get("client-key")),
+            (None, None)
+        );
+        assert_eq!(user["client-certificate-data"], b64("CERT"));
+        assert_eq!(user["client-key-data"], b64("KEY"));
+
+        let robot = parse("robot");
+        let user = &robot["users"][0]["user"];
+        assert_eq!(user.get("tokenFile"), None);
+        assert_eq!(user["token"], "TOKEN");
+
+        assert!(standalone_kubeconfig(&global("missing")).is_err());
+    }
+
+    #[test]
     fn the_klusterlet_manifests_parse() {
         let kinds: Vec<String> = serde_yaml::Deserializer::from_str(KLUSTERLET_MANIFESTS)
             .map(|d| serde_json::Value::deserialize(d).unwrap())
