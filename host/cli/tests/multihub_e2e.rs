@@ -341,4 +341,28 @@ async fn one_cluster_serves_two_hubs_through_two_klusterlets_that_never_touch_ea
         applied_owners(&configmaps.get_opt("b-only").await.unwrap()),
         [format!("{hash_b}-only-b")]
     );
+
+    // Hub B's garbage collection still works after the unjoin, and reaches only its own.
+    ok(flotilla_at(
+        state,
+        admin_b,
+        &["delete", "work", "only-b", "--clusters", CLUSTER],
+    ));
+    eventually(
+        "hub B's object and record gone with its work",
+        &log_b,
+        async || {
+            (
+                applied
+                    .get_opt(&format!("{hash_b}-only-b"))
+                    .await
+                    .unwrap()
+                    .is_some(),
+                configmaps.get_opt("b-only").await.unwrap().is_some(),
+            )
+        },
+        |gone| *gone == (false, false),
+    )
+    .await;
+    assert!(configmaps.get_opt("a-only").await.unwrap().is_some());
 }
