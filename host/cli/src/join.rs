@@ -6,6 +6,12 @@
 //! then writes the bootstrap kubeconfig into the managed cluster and starts the klusterlet —
 //! as a Deployment there, or (`--local`) as a background process on this machine, which is what
 //! a cluster without nodes, like a local control plane, needs.
+//!
+//! One cluster may be joined to several hubs, one klusterlet and agent namespace per hub: join
+//! refuses an agent namespace whose kubeconfig secrets name another hub, and says which
+//! `--agent-namespace` to use. With `--mode hosted` the klusterlet's objects go to the cluster
+//! of `--hosting-kubeconfig`, with a self-contained kubeconfig of the managed cluster in Secret
+//! `external-managed-kubeconfig` for it to reach that cluster through.
 
 use std::{
     path::PathBuf,

@@ -19,8 +19,9 @@ pub enum Error {
     /// The cluster or agent name cannot be registered (terminal).
     #[error("{0}")]
     InvalidName(#[source] NameError),
-    /// Reading a secret on the managed cluster failed.
-    #[error("read secret {namespace}/{name} on the managed cluster: {}", api(source))]
+    /// Reading one of the agent's secrets failed (on the managed cluster; on the hosting cluster in
+    /// hosted mode).
+    #[error("read the agent's secret {namespace}/{name}: {}", api(source))]
     ReadSecret {
         /// The secret's namespace.
         namespace: String,
@@ -186,8 +187,9 @@ pub enum Error {
         #[source]
         problem: IdentityProblem,
     },
-    /// Writing the hub kubeconfig secret on the managed cluster failed.
-    #[error("write secret {namespace}/{name} on the managed cluster: {}", api(source))]
+    /// Writing the hub kubeconfig secret failed (on the managed cluster; on the hosting cluster
+    /// in hosted mode).
+    #[error("write the agent's secret {namespace}/{name}: {}", api(source))]
     WriteSecret {
         /// The secret's namespace.
         namespace: String,

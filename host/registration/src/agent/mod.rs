@@ -14,6 +14,9 @@
 //!     rotation: CSR at 20–25 % life left, swap identity     (certificate expired ───────┘
 //! ```
 //!
+//! In hosted mode ([`run_with`], [`hosted`]) the agent's secrets live on a hosting cluster and
+//! only health, version, nodes, claims and add-on leases are read from the managed cluster.
+//!
 //! [`run`] never returns while it can still make progress: every failure is published in
 //! the [`AgentStatus`] the options' [`StatusReporter`] carries and retried with capped
 //! exponential backoff. Only a cluster or agent name that can never be registered ends it,

@@ -7,7 +7,7 @@
 //!  identity ─▶ is the stored certificate usable?    rotation ─▶ when to renew (20–25 % left)
 //!  cluster ──▶ accepted? which annotations?         lease ──▶ renew period with jitter
 //!  health ──▶ Available after 20 s of failures      resources / claims ─▶ status contents
-//!  backoff ─▶ how long to wait after an error
+//!  backoff ─▶ how long to wait after an error      join ──▶ may this agent namespace take this hub?
 //! ```
 //!
 //! Nothing here reads a clock or a random source: callers pass `now` and uniform random
