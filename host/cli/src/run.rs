@@ -434,29 +434,41 @@ pub async fn klusterlet(global: &GlobalArgs, args: &KlusterletArgs) -> anyhow::R
         status_sync_interval: args.status_sync_interval,
         ..Default::default()
     };
-    let clients = match args.mode {
-        KlusterletMode::Default => agent::Clients::same(client),
-        KlusterletMode::Hosted => {
-            eprintln!(
-                "flotilla klusterlet: hosted mode; reading the managed cluster's kubeconfig from {}/{}",
-                args.agent_namespace,
-                names::EXTERNAL_MANAGED_KUBECONFIG_SECRET
-            );
-            let managed = tokio::select! {
-                managed = agent::hosted::managed_client(&client, &options) => managed,
-                result = &mut shutdown => return result,
-            };
-            agent::Clients {
-                agent: client,
-                managed,
+    if args.mode == KlusterletMode::Default {
+        eprintln!("flotilla klusterlet: running the registration agent and the work agent");
+        let clients = agent::Clients::same(client);
+        return tokio::select! {
+            result = agent::run_with(clients.clone(), options) => result.context("registration agent stopped"),
+            result = flotilla_work::agent::run_with(clients, work_options) => result.context("work agent stopped"),
+            result = &mut shutdown => result,
+        };
+    }
+    // Hosted: the agents run on a client made from the external-managed-kubeconfig secret,
+    // and start again on a new client when the secret changes.
+    let secret = format!(
+        "{}/{}",
+        args.agent_namespace,
+        names::EXTERNAL_MANAGED_KUBECONFIG_SECRET
+    );
+    loop {
+        eprintln!("flotilla klusterlet: hosted mode; reading the managed cluster's kubeconfig from {secret}");
+        let managed = tokio::select! {
+            managed = agent::hosted::managed_client(&client, &options) => managed,
+            result = &mut shutdown => return result,
+        };
+        let clients = agent::Clients {
+            agent: client.clone(),
+            managed: managed.client,
+        };
+        eprintln!("flotilla klusterlet: running the registration agent and the work agent");
+        tokio::select! {
+            result = agent::run_with(clients.clone(), options.clone()) => return result.context("registration agent stopped"),
+            result = flotilla_work::agent::run_with(clients, work_options.clone()) => return result.context("work agent stopped"),
+            result = &mut shutdown => return result,
+            () = agent::hosted::wait_for_change(&client, &args.agent_namespace, &managed.kubeconfig) => {
+                eprintln!("flotilla klusterlet: {secret} changed; restarting the agents on the new kubeconfig");
             }
         }
-    };
-    eprintln!("flotilla klusterlet: running the registration agent and the work agent");
-    tokio::select! {
-        result = agent::run_with(clients.clone(), options) => result.context("registration agent stopped"),
-        result = flotilla_work::agent::run_with(clients, work_options) => result.context("work agent stopped"),
-        result = &mut shutdown => result,
     }
 }
 

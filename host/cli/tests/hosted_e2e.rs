@@ -2,7 +2,8 @@
 //! hosting, managed): the klusterlet's namespace and secrets live on the hosting cluster, it
 //! reaches the managed cluster through Secret `external-managed-kubeconfig` there, registers
 //! it, reports its claims and applies a work on it, and leaves nothing of itself on the
-//! managed cluster. A missing or unparsable secret is a clear error, retried.
+//! managed cluster. A missing or unparsable secret is a clear error, retried; a changed one
+//! restarts the agents on it.
 
 #![allow(
     clippy::unwrap_used,
@@ -24,7 +25,10 @@ use k8s_openapi::api::{
     core::v1::{ConfigMap, Namespace, Secret},
     rbac::v1::ClusterRoleBinding,
 };
-use kube::{Api, ResourceExt as _, api::ListParams};
+use kube::{
+    Api, ResourceExt as _,
+    api::{ListParams, Patch, PatchParams},
+};
 
 const CLUSTER: &str = "hosted1";
 const AGENT: &str = "klusterlet-hosted1";
@@ -124,6 +128,33 @@ async fn a_hosted_klusterlet_manages_a_cluster_it_leaves_no_trace_of_itself_on()
         ],
     );
     log_shows(&broken_log, "key \"kubeconfig\" is not a kubeconfig").await;
+    // A kubeconfig at last (of an address nothing serves): the agents start on it, and start
+    // again when the secret is corrected.
+    let broken_secrets: Api<Secret> = Api::namespaced(hosting.admin_client().await.unwrap(), "broken-agent");
+    let set_kubeconfig = async |text: &str| {
+        broken_secrets
+            .patch(
+                SECRET,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "stringData": { "kubeconfig": text } })),
+            )
+            .await
+            .unwrap();
+    };
+    set_kubeconfig(
+        "apiVersion: v1\nkind: Config\ncurrent-context: dead\n\
+         clusters: [{name: dead, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\n\
+         users: [{name: u, user: {token: t}}]\n\
+         contexts: [{name: dead, context: {cluster: dead, user: u}}]\n",
+    )
+    .await;
+    log_shows(&broken_log, "running the registration agent and the work agent").await;
+    set_kubeconfig(&std::fs::read_to_string(managed.admin_kubeconfig()).unwrap()).await;
+    log_shows(
+        &broken_log,
+        "broken-agent/external-managed-kubeconfig changed; restarting the agents",
+    )
+    .await;
     drop(broken);
 
     // Claims on both clusters: the hub must see the managed cluster's only.
