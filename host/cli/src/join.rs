@@ -737,6 +737,50 @@ mod tests {
     }
 
     #[test]
+    fn a_hosted_klusterlet_deployment_runs_in_hosted_mode_and_a_default_one_does_not() {
+        #[derive(clap::Parser)]
+        struct Join {
+            #[command(flatten)]
+            args: JoinArgs,
+        }
+        let args = |extra: &[&str]| {
+            let base = [
+                "join",
+                "--hub-token",
+                "t",
+                "--hub-apiserver",
+                "https://hub",
+                "--cluster-name",
+                "c1",
+            ];
+            <Join as clap::Parser>::try_parse_from(base.iter().chain(extra)).map(|j| j.args)
+        };
+        let deployment_args = |args: &JoinArgs| {
+            let objects = klusterlet_manifests(args).unwrap();
+            let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+            deployment["spec"]["template"]["spec"]["containers"][0]["args"].clone()
+        };
+        let hosted = args(&["--mode", "hosted", "--hosting-kubeconfig", "hosting.kubeconfig"]).unwrap();
+        assert!(
+            deployment_args(&hosted)
+                .as_array()
+                .unwrap()
+                .contains(&json!("--mode=hosted"))
+        );
+        let default = args(&[]).unwrap();
+        assert!(
+            deployment_args(&default)
+                .as_array()
+                .unwrap()
+                .contains(&json!("--mode=default"))
+        );
+        assert!(
+            args(&["--mode", "hosted"]).is_err(),
+            "hosted mode needs --hosting-kubeconfig"
+        );
+    }
+
+    #[test]
     fn the_klusterlet_manifests_parse() {
         let kinds: Vec<String> = serde_yaml::Deserializer::from_str(KLUSTERLET_MANIFESTS)
             .map(|d| serde_json::Value::deserialize(d).unwrap())
