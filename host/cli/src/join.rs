@@ -10,6 +10,12 @@
 //! Behind a forward proxy (`--proxy-url`, and `--proxy-ca` for an https proxy), discovery goes
 //! through the proxy and the bootstrap kubeconfig carries `proxy-url` (and the proxy's CA after
 //! the hub's), so every hub connection the klusterlet makes is a CONNECT tunnel through it.
+//!
+//! One cluster may be joined to several hubs, one klusterlet and agent namespace per hub: join
+//! refuses an agent namespace whose kubeconfig secrets name another hub, and says which
+//! `--agent-namespace` to use. With `--mode hosted` the klusterlet's objects go to the cluster
+//! of `--hosting-kubeconfig`, with a self-contained kubeconfig of the managed cluster in Secret
+//! `external-managed-kubeconfig` for it to reach that cluster through.
 
 use std::{
     path::PathBuf,
@@ -20,6 +26,7 @@ use std::{
 use anyhow::{Context as _, bail};
 use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use clap::Args;
+use flotilla_core::registration::agent::join::{self as join_rules, NamespaceUse};
 use flotilla_kube::apply::apply;
 use flotilla_registration::names;
 use hmac::{KeyInit, Mac};
@@ -36,6 +43,7 @@ use crate::{
     cli::GlobalArgs,
     kube::client,
     local::{self, LocalKlusterlet},
+    run::KlusterletMode,
 };
 
 /// The klusterlet's manifests for a real managed cluster.
@@ -78,12 +86,21 @@ pub struct JoinArgs {
     /// than five of these makes the add-on unavailable.
     #[arg(long, default_value_t = 60)]
     pub addon_lease_duration_seconds: u64,
+    /// `default`: the klusterlet and its objects on the managed cluster (`--kubeconfig`).
+    /// `hosted`: the klusterlet and its objects (agent namespace, secrets) on the cluster of
+    /// `--hosting-kubeconfig`, reaching the managed cluster through a kubeconfig of it that
+    /// join stores there in Secret `external-managed-kubeconfig`.
+    #[arg(long, value_enum, default_value_t = KlusterletMode::Default)]
+    pub mode: KlusterletMode,
+    /// The hosting cluster's kubeconfig (its current context), for `--mode hosted`.
+    #[arg(long, required_if_eq("mode", "hosted"))]
+    pub hosting_kubeconfig: Option<PathBuf>,
     /// The klusterlet image (without `--local`).
     #[arg(long, default_value = "flotilla:latest")]
     pub image: String,
     /// Print what would be created on the managed cluster instead of creating it (for GitOps);
     /// the managed cluster is not contacted.
-    #[arg(long, conflicts_with = "local")]
+    #[arg(long, conflicts_with_all = ["local", "hosting_kubeconfig"])]
     pub dry_run: bool,
     /// The format of `--dry-run`'s output.
     #[arg(short = 'o', long, value_enum, default_value_t = ManifestFormat::Yaml, requires = "dry_run")]
@@ -137,13 +154,22 @@ pub struct UnjoinArgs {
     /// The name of this cluster on the hub.
     #[arg(long)]
     pub cluster_name: String,
-    /// The agent namespace on the managed cluster.
+    /// The agent namespace on the managed cluster (on the hosting cluster in hosted mode).
     #[arg(long, default_value = names::AGENT_NAMESPACE)]
     pub agent_namespace: String,
+    /// The hosting cluster's kubeconfig, for a klusterlet joined with `--mode hosted`: its
+    /// objects are removed there.
+    #[arg(long)]
+    pub hosting_kubeconfig: Option<PathBuf>,
 }
 
 pub async fn join(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<()> {
     validate_cluster_name(&args.cluster_name)?;
+    if args.hosting_kubeconfig.is_some() && args.mode != KlusterletMode::Hosted {
+        bail!(
+            "--hosting-kubeconfig is for --mode hosted; add --mode hosted, or drop it to run the klusterlet on the managed cluster"
+        );
+    }
     let (token_id, token_secret) = args
         .hub_token
         .split_once('.')
@@ -170,26 +196,37 @@ pub async fn join(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<()> {
     let (managed, managed_config) = client(global)
         .await
         .context("connect to the managed cluster (--kubeconfig)")?;
+    // Where the klusterlet's objects go: the managed cluster, or in hosted mode the hosting one.
+    let (agent, place) = match &args.hosting_kubeconfig {
+        Some(path) => (hosting_client(path).await?, "hosting cluster"),
+        None => (managed.clone(), "managed cluster"),
+    };
     let namespace = &args.agent_namespace;
-    for object in bootstrap_manifests(namespace, &bootstrap) {
+    refuse_another_hub(&agent, namespace, server, place).await?;
+    let mut objects = bootstrap_manifests(namespace, &bootstrap);
+    if args.hosting_kubeconfig.is_some() {
+        objects.push(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": names::EXTERNAL_MANAGED_KUBECONFIG_SECRET, "namespace": namespace },
+            "stringData": { (names::KUBECONFIG_KEY): standalone_kubeconfig(global)? },
+        }));
+    }
+    for object in objects {
         if object["kind"] == "Namespace" {
             apply(
-                &Api::<Namespace>::all(managed.clone()),
+                &Api::<Namespace>::all(agent.clone()),
                 &serde_json::from_value(object)?,
             )
             .await?;
         } else {
             apply(
-                &Api::<Secret>::namespaced(managed.clone(), namespace),
+                &Api::<Secret>::namespaced(agent.clone(), namespace),
                 &serde_json::from_value(object)?,
             )
             .await?;
         }
     }
-    eprintln!(
-        "wrote {namespace}/{} on the managed cluster",
-        names::BOOTSTRAP_SECRET
-    );
+    eprintln!("wrote {namespace}/{} on the {place}", names::BOOTSTRAP_SECRET);
 
     if args.local {
         let state = start_local(global, args, &managed_config.cluster_url.to_string())?;
@@ -200,9 +237,9 @@ pub async fn join(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<()> {
             state.log.display()
         );
     } else {
-        deploy_klusterlet(&managed, args).await?;
+        deploy_klusterlet(&agent, args).await?;
         eprintln!(
-            "klusterlet Deployment created in {namespace} (image {})",
+            "klusterlet Deployment created in {namespace} on the {place} (image {})",
             args.image
         );
     }
@@ -212,12 +249,22 @@ pub async fn join(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<()> {
 }
 
 pub async fn unjoin(global: &GlobalArgs, args: &UnjoinArgs) -> anyhow::Result<()> {
-    if let Some(pid) = local::stop(&global.state_dir, &args.cluster_name)? {
+    let key = local::key(&args.cluster_name, &args.agent_namespace);
+    if let Some(pid) = local::stop(&global.state_dir, &key)? {
         eprintln!("stopped the local klusterlet (process {pid})");
     }
-    let (managed, _) = client(global)
-        .await
-        .context("connect to the managed cluster (--kubeconfig)")?;
+    // Only this klusterlet's own objects go: another hub's klusterlet on the same cluster keeps
+    // its namespace, and cluster-wide objects (the add-on namespace, ClusterClaims, CRDs,
+    // AppliedManifestWorks) are left to their owners.
+    let managed = match &args.hosting_kubeconfig {
+        Some(path) => hosting_client(path).await?,
+        None => {
+            client(global)
+                .await
+                .context("connect to the managed cluster (--kubeconfig)")?
+                .0
+        }
+    };
     let binding = klusterlet_binding_name(&args.agent_namespace);
     match Api::<ClusterRoleBinding>::all(managed.clone())
         .delete(&binding, &DeleteParams::default())
@@ -242,6 +289,146 @@ pub async fn unjoin(global: &GlobalArgs, args: &UnjoinArgs) -> anyhow::Result<()
         args.cluster_name, args.cluster_name
     );
     Ok(())
+}
+
+/// A client of the hosting cluster (the current context of its kubeconfig).
+async fn hosting_client(path: &std::path::Path) -> anyhow::Result<kube::Client> {
+    let config = kube::Config::from_custom_kubeconfig(
+        crate::kube::kubeconfig(Some(path))?,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .with_context(|| format!("load --hosting-kubeconfig {}", path.display()))?;
+    kube::Client::try_from(config).context("connect to the hosting cluster (--hosting-kubeconfig)")
+}
+
+/// Refuses to point an agent namespace that serves another hub (its bootstrap or hub
+/// kubeconfig secret names another server) at `server`: that would move its klusterlet, and
+/// everything it applied, to this hub. Joining the same hub again is fine.
+async fn refuse_another_hub(
+    agent: &kube::Client,
+    namespace: &str,
+    server: &str,
+    place: &str,
+) -> anyhow::Result<()> {
+    let secrets = Api::<Secret>::namespaced(agent.clone(), namespace);
+    let mut joined = Vec::new();
+    for name in [names::BOOTSTRAP_SECRET, names::HUB_KUBECONFIG_SECRET] {
+        let secret = secrets
+            .get_opt(name)
+            .await
+            .with_context(|| format!("read secret {namespace}/{name} on the {place}"))?;
+        if let Some(server) = secret.as_ref().and_then(kubeconfig_server) {
+            joined.push((name, server));
+        }
+    }
+    match join_rules::namespace_use(namespace, server, joined.iter().map(|(_, s)| s.as_str())) {
+        NamespaceUse::Fresh | NamespaceUse::SameHub => Ok(()),
+        NamespaceUse::OtherHub {
+            joined: other,
+            suggestion,
+        } => {
+            let secret = joined
+                .iter()
+                .find(|(_, s)| *s == other)
+                .map_or(names::BOOTSTRAP_SECRET, |(name, _)| *name);
+            bail!(
+                "agent namespace {namespace:?} on the {place} already serves hub {other} (secret {namespace}/{secret}); \
+                 a cluster joined to several hubs needs one agent namespace per hub: run join again with \
+                 `--agent-namespace {suggestion}` (or `flotilla unjoin --agent-namespace {namespace}` first to leave that hub)"
+            )
+        }
+    }
+}
+
+/// The server of the current (else first) cluster of the kubeconfig under key `kubeconfig`.
+fn kubeconfig_server(secret: &Secret) -> Option<String> {
+    let text = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(names::KUBECONFIG_KEY))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())?;
+    let config = kube::config::Kubeconfig::from_yaml(&text).ok()?;
+    let current = config
+        .current_context
+        .as_ref()
+        .and_then(|name| config.contexts.iter().find(|c| &c.name == name))
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.clone());
+    config
+        .clusters
+        .iter()
+        .find(|c| current.as_ref().is_none_or(|name| &c.name == name))
+        .or(config.clusters.first())
+        .and_then(|c| c.cluster.as_ref())
+        .and_then(|c| c.server.clone())
+}
+
+/// The managed cluster's kubeconfig (`--kubeconfig`, `--context`) reduced to the one context
+/// join uses, with every file it names read in, so that it works from a Secret on another
+/// cluster (hosted mode's `external-managed-kubeconfig`).
+fn standalone_kubeconfig(global: &GlobalArgs) -> anyhow::Result<String> {
+    use base64::engine::general_purpose::STANDARD;
+    use kube::config::Kubeconfig;
+
+    let read =
+        |path: &str| std::fs::read(path).with_context(|| format!("read {path} (named in the kubeconfig)"));
+    let full = crate::kube::kubeconfig(global.kubeconfig.as_deref())?;
+    let name = global
+        .context
+        .clone()
+        .or_else(|| full.current_context.clone())
+        .context("the managed cluster's kubeconfig has no current context; pass --context")?;
+    let named = full
+        .contexts
+        .iter()
+        .find(|c| c.name == name)
+        .cloned()
+        .with_context(|| format!("the managed cluster's kubeconfig has no context {name:?}"))?;
+    let context = named
+        .context
+        .clone()
+        .with_context(|| format!("context {name:?} of the managed cluster's kubeconfig is empty"))?;
+    let mut cluster = full
+        .clusters
+        .iter()
+        .find(|c| c.name == context.cluster)
+        .cloned()
+        .with_context(|| {
+            format!(
+                "the managed cluster's kubeconfig has no cluster {:?}",
+                context.cluster
+            )
+        })?;
+    if let Some(c) = cluster.cluster.as_mut()
+        && let Some(path) = c.certificate_authority.take()
+    {
+        c.certificate_authority_data = Some(STANDARD.encode(read(&path)?));
+    }
+    let mut user = full
+        .auth_infos
+        .iter()
+        .find(|u| Some(&u.name) == context.user.as_ref())
+        .cloned();
+    if let Some(auth) = user.as_mut().and_then(|u| u.auth_info.as_mut()) {
+        if let Some(path) = auth.client_certificate.take() {
+            auth.client_certificate_data = Some(STANDARD.encode(read(&path)?));
+        }
+        if let Some(path) = auth.client_key.take() {
+            auth.client_key_data = Some(STANDARD.encode(read(&path)?).into());
+        }
+        if let Some(path) = auth.token_file.take() {
+            auth.token = Some(String::from_utf8_lossy(&read(&path)?).trim().to_owned().into());
+        }
+    }
+    let standalone = Kubeconfig {
+        clusters: vec![cluster],
+        auth_infos: user.into_iter().collect(),
+        contexts: vec![named],
+        current_context: Some(name),
+        ..Kubeconfig::default()
+    };
+    serde_yaml::to_string(&standalone).context("render the managed cluster's kubeconfig")
 }
 
 /// Cluster names become namespaces on the hub.
@@ -402,14 +589,18 @@ fn bootstrap_kubeconfig(
 fn start_local(global: &GlobalArgs, args: &JoinArgs, server: &str) -> anyhow::Result<LocalKlusterlet> {
     use std::os::unix::process::CommandExt as _;
 
-    let dir = local::dir(&global.state_dir, &args.cluster_name);
-    if let Some(old) = local::read(&global.state_dir, &args.cluster_name) {
+    let key = local::key(&args.cluster_name, &args.agent_namespace);
+    let dir = local::dir(&global.state_dir, &key);
+    if let Some(old) = local::read(&global.state_dir, &key) {
         local::stop_process(old.pid, &old.exe);
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-    let kubeconfig = match &global.kubeconfig {
-        Some(path) => std::path::absolute(path).with_context(|| format!("resolve {}", path.display()))?,
-        None => {
+    // The klusterlet talks to the cluster holding its objects: in hosted mode the hosting one.
+    let kubeconfig = match (&args.hosting_kubeconfig, &global.kubeconfig) {
+        (Some(path), _) | (None, Some(path)) => {
+            std::path::absolute(path).with_context(|| format!("resolve {}", path.display()))?
+        }
+        (None, None) => {
             bail!("--local needs --kubeconfig for the managed cluster (the background klusterlet uses it)")
         }
     };
@@ -440,7 +631,9 @@ fn start_local(global: &GlobalArgs, args: &JoinArgs, server: &str) -> anyhow::Re
         .stdout(out)
         .stderr(err)
         .process_group(0);
-    if let Some(context) = &global.context {
+    if args.hosting_kubeconfig.is_some() {
+        command.args(["--mode", "hosted"]);
+    } else if let Some(context) = &global.context {
         command.args(["--context", context]);
     }
     let child = command.spawn().context("start the klusterlet")?;
@@ -450,7 +643,7 @@ fn start_local(global: &GlobalArgs, args: &JoinArgs, server: &str) -> anyhow::Re
         log,
         server: Some(server.to_owned()),
     };
-    local::write(&global.state_dir, &args.cluster_name, &state)?;
+    local::write(&global.state_dir, &key, &state)?;
     Ok(state)
 }
 
@@ -487,6 +680,13 @@ fn klusterlet_manifests(args: &JoinArgs) -> anyhow::Result<Vec<serde_json::Value
                     "--agent-namespace",
                     namespace,
                     format!("--lease-duration-seconds={}", args.lease_duration_seconds),
+                    format!(
+                        "--mode={}",
+                        match args.mode {
+                            KlusterletMode::Default => "default",
+                            KlusterletMode::Hosted => "hosted",
+                        }
+                    ),
                     // The probes and the metrics port of deploy/klusterlet.
                     "--ops-bind",
                     "0.0.0.0:8080",
@@ -625,6 +825,112 @@ mod tests {
         for bad in ["", "Cluster1", "a.b", "-a", &"x".repeat(64)] {
             assert!(validate_cluster_name(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_external_managed_kubeconfig_is_the_chosen_context_alone_with_its_files_read_in() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("ca.pem", "CA"),
+            ("cert.pem", "CERT"),
+            ("key.pem", "KEY"),
+            ("token", "TOKEN\n"),
+        ] {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        let path = dir.path().join("config");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\ncurrent-context: other\n\
+             clusters:\n\
+             - {name: managed, cluster: {server: 'https://managed:6443', certificate-authority: ca.pem}}\n\
+             - {name: other, cluster: {server: 'https://other:6443'}}\n\
+             users:\n\
+             - {name: admin, user: {client-certificate: cert.pem, client-key: key.pem}}\n\
+             - {name: robot, user: {tokenFile: token}}\n\
+             contexts:\n\
+             - {name: managed, context: {cluster: managed, user: admin}}\n\
+             - {name: robot, context: {cluster: managed, user: robot}}\n\
+             - {name: other, context: {cluster: other, user: admin}}\n",
+        )
+        .unwrap();
+        let global = |context: &str| GlobalArgs {
+            kubeconfig: Some(path.clone()),
+            context: Some(context.to_owned()),
+            log_format: crate::cli::LogFormat::Text,
+            state_dir: dir.path().to_owned(),
+        };
+        let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+
+        let parse = |context: &str| -> serde_json::Value {
+            serde_yaml::from_str(&standalone_kubeconfig(&global(context)).unwrap()).unwrap()
+        };
+        let admin = parse("managed");
+        assert_eq!(admin["current-context"], "managed");
+        assert_eq!(admin["contexts"].as_array().unwrap().len(), 1);
+        assert_eq!(admin["clusters"].as_array().unwrap().len(), 1);
+        let cluster = &admin["clusters"][0]["cluster"];
+        assert_eq!(cluster["server"], "https://managed:6443");
+        assert_eq!(cluster.get("certificate-authority"), None);
+        assert_eq!(cluster["certificate-authority-data"], b64("CA"));
+        let user = &admin["users"][0]["user"];
+        assert_eq!(
+            (user.get("client-certificate"), user.get("client-key")),
+            (None, None)
+        );
+        assert_eq!(user["client-certificate-data"], b64("CERT"));
+        assert_eq!(user["client-key-data"], b64("KEY"));
+
+        let robot = parse("robot");
+        let user = &robot["users"][0]["user"];
+        assert_eq!(user.get("tokenFile"), None);
+        assert_eq!(user["token"], "TOKEN");
+
+        assert!(standalone_kubeconfig(&global("missing")).is_err());
+    }
+
+    #[test]
+    fn a_hosted_klusterlet_deployment_runs_in_hosted_mode_and_a_default_one_does_not() {
+        #[derive(clap::Parser)]
+        struct Join {
+            #[command(flatten)]
+            args: JoinArgs,
+        }
+        let args = |extra: &[&str]| {
+            let base = [
+                "join",
+                "--hub-token",
+                "t",
+                "--hub-apiserver",
+                "https://hub",
+                "--cluster-name",
+                "c1",
+            ];
+            <Join as clap::Parser>::try_parse_from(base.iter().chain(extra)).map(|j| j.args)
+        };
+        let deployment_args = |args: &JoinArgs| {
+            let objects = klusterlet_manifests(args).unwrap();
+            let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+            deployment["spec"]["template"]["spec"]["containers"][0]["args"].clone()
+        };
+        let hosted = args(&["--mode", "hosted", "--hosting-kubeconfig", "hosting.kubeconfig"]).unwrap();
+        assert!(
+            deployment_args(&hosted)
+                .as_array()
+                .unwrap()
+                .contains(&json!("--mode=hosted"))
+        );
+        let default = args(&[]).unwrap();
+        assert!(
+            deployment_args(&default)
+                .as_array()
+                .unwrap()
+                .contains(&json!("--mode=default"))
+        );
+        assert!(
+            args(&["--mode", "hosted"]).is_err(),
+            "hosted mode needs --hosting-kubeconfig"
+        );
     }
 
     #[test]

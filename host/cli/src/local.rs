@@ -1,5 +1,5 @@
 //! Klusterlets that `flotilla join --local` runs as background processes on this machine, one
-//! state directory each (`<state dir>/klusterlets/<cluster>/state.json`). They are tied to the
+//! state directory each (`<state dir>/klusterlets/<key>/state.json`, see [`key`]). They are tied to the
 //! managed control plane they serve, so `flotilla controlplane down` can stop the ones attached
 //! to the control plane it stops instead of leaving them retrying against a dead address.
 
@@ -25,7 +25,19 @@ pub struct LocalKlusterlet {
     pub server: Option<String>,
 }
 
-/// The directory of the local klusterlet of `cluster`.
+/// The state key of the klusterlet of `cluster` in `agent_namespace`: the cluster name for the
+/// default agent namespace (as before several hubs were possible), else
+/// `<cluster>@<agent namespace>`, so that one cluster joined to two hubs under the same name
+/// keeps one klusterlet per hub.
+pub fn key(cluster: &str, agent_namespace: &str) -> String {
+    if agent_namespace == flotilla_registration::names::AGENT_NAMESPACE {
+        cluster.to_owned()
+    } else {
+        format!("{cluster}@{agent_namespace}")
+    }
+}
+
+/// The directory of the local klusterlet of `cluster` (a [`key`]).
 pub fn dir(state_dir: &Path, cluster: &str) -> PathBuf {
     state_dir.join("klusterlets").join(cluster)
 }

@@ -281,8 +281,23 @@ pub struct KlusterletArgs {
     /// How often the work agent refreshes status feedback (e.g. `10s`).
     #[arg(long = "status-sync-interval", default_value = "10s", value_parser = parse_duration)]
     pub status_sync_interval: std::time::Duration,
+    /// Where the agent's own objects live: `default` on the managed cluster of
+    /// `--kubeconfig`; `hosted` on the cluster of `--kubeconfig` (the hosting cluster), with
+    /// the managed cluster reached through the kubeconfig in Secret
+    /// `external-managed-kubeconfig` (key `kubeconfig`) in the agent namespace there.
+    #[arg(long, value_enum, default_value_t = KlusterletMode::Default)]
+    pub mode: KlusterletMode,
     #[command(flatten)]
     pub ops: OpsArgs,
+}
+
+/// Where a klusterlet runs and keeps its objects (OCM's klusterlet `mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KlusterletMode {
+    /// On the managed cluster.
+    Default,
+    /// On a hosting cluster, reaching the managed cluster through a kubeconfig secret.
+    Hosted,
 }
 
 /// A duration such as `90s`, `60m` or `1h 30m` (jiff's friendly format).
@@ -409,9 +424,11 @@ async fn run_hub_controllers(
 /// Runs the klusterlet against the managed cluster of `--kubeconfig` until interrupted.
 pub async fn klusterlet(global: &GlobalArgs, args: &KlusterletArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal()?;
-    let (client, _) = instrumented_client(global)
-        .await
-        .context("connect to the managed cluster")?;
+    tokio::pin!(shutdown);
+    let (client, _) = instrumented_client(global).await.context(match args.mode {
+        KlusterletMode::Default => "connect to the managed cluster",
+        KlusterletMode::Hosted => "connect to the hosting cluster",
+    })?;
     serve_ops(&args.ops, &client, None, "klusterlet").await?;
     let options = agent::AgentOptions {
         cluster_name: args.cluster_name.clone(),
@@ -430,11 +447,41 @@ pub async fn klusterlet(global: &GlobalArgs, args: &KlusterletArgs) -> anyhow::R
         status_sync_interval: args.status_sync_interval,
         ..Default::default()
     };
-    eprintln!("flotilla klusterlet: running the registration agent and the work agent");
-    tokio::select! {
-        result = agent::run(client.clone(), options) => result.context("registration agent stopped"),
-        result = flotilla_work::agent::run(client, work_options) => result.context("work agent stopped"),
-        result = shutdown => result,
+    if args.mode == KlusterletMode::Default {
+        eprintln!("flotilla klusterlet: running the registration agent and the work agent");
+        let clients = agent::Clients::same(client);
+        return tokio::select! {
+            result = agent::run_with(clients.clone(), options) => result.context("registration agent stopped"),
+            result = flotilla_work::agent::run_with(clients, work_options) => result.context("work agent stopped"),
+            result = &mut shutdown => result,
+        };
+    }
+    // Hosted: the agents run on a client made from the external-managed-kubeconfig secret,
+    // and start again on a new client when the secret changes.
+    let secret = format!(
+        "{}/{}",
+        args.agent_namespace,
+        names::EXTERNAL_MANAGED_KUBECONFIG_SECRET
+    );
+    loop {
+        eprintln!("flotilla klusterlet: hosted mode; reading the managed cluster's kubeconfig from {secret}");
+        let managed = tokio::select! {
+            managed = agent::hosted::managed_client(&client, &options) => managed,
+            result = &mut shutdown => return result,
+        };
+        let clients = agent::Clients {
+            agent: client.clone(),
+            managed: managed.client,
+        };
+        eprintln!("flotilla klusterlet: running the registration agent and the work agent");
+        tokio::select! {
+            result = agent::run_with(clients.clone(), options.clone()) => return result.context("registration agent stopped"),
+            result = flotilla_work::agent::run_with(clients, work_options.clone()) => return result.context("work agent stopped"),
+            result = &mut shutdown => return result,
+            () = agent::hosted::wait_for_change(&client, &args.agent_namespace, &managed.kubeconfig) => {
+                eprintln!("flotilla klusterlet: {secret} changed; restarting the agents on the new kubeconfig");
+            }
+        }
     }
 }
 

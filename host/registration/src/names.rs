@@ -17,6 +17,9 @@ pub const BOOTSTRAP_SA_NAME: &str = "agent-registration-bootstrap";
 pub const BOOTSTRAP_SECRET: &str = "bootstrap-hub-kubeconfig";
 /// Secret (agent namespace) the agent writes once its certificate is issued.
 pub const HUB_KUBECONFIG_SECRET: &str = "hub-kubeconfig-secret";
+/// Secret (agent namespace on the hosting cluster) holding, in hosted mode, the kubeconfig
+/// the klusterlet reaches the managed cluster with, key [`KUBECONFIG_KEY`].
+pub const EXTERNAL_MANAGED_KUBECONFIG_SECRET: &str = "external-managed-kubeconfig";
 /// Key of a kubeconfig in the bootstrap and hub kubeconfig secrets.
 pub const KUBECONFIG_KEY: &str = "kubeconfig";
 /// Key of the client certificate in the hub kubeconfig secret.

@@ -3,7 +3,8 @@
 //! agent makes an OCM-shaped add-on CSR (name, labels, DNS SAN, subject), writes
 //! `<addon>-hub-kubeconfig` in the add-on's namespace with OCM's keys, sets
 //! `ClusterCertificateRotated` on the add-on, renews the certificate before it expires, and
-//! deletes the secret once the registration is gone. The test plays the hub's approvers.
+//! deletes the secret once the registration is gone — and only its own: another hub's
+//! klusterlet's credential in the same namespace survives. The test plays the hub's approvers.
 
 #![allow(
     clippy::unwrap_used,
@@ -19,6 +20,7 @@ use agent_support::*;
 use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
 use flotilla_core::x509;
 use flotilla_registration::agent::Phase;
+use flotilla_registration::agent::addon_credentials::{CREDENTIAL_AGENT_LABEL, CREDENTIAL_LABEL};
 use flotilla_testing::{ControlPlane, wait};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Patch, PatchParams, PostParams};
@@ -211,6 +213,19 @@ async fn the_agent_writes_rotates_and_removes_an_addons_hub_kubeconfig() {
     let new_info = x509::parse_certificate(secret_data(&rotated, "tls.crt")).unwrap();
     assert!(new_info.not_after > old_info.not_after);
 
+    // Another hub's klusterlet on the same cluster wrote a credential of the same add-on
+    // (labelled with its own agent namespace): this agent's clean-up must leave it alone.
+    let other: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "hello-hub-kubeconfig-of-another-hub", "namespace": ADDON_NAMESPACE,
+                     "labels": {(CREDENTIAL_LABEL): ADDON, (CREDENTIAL_AGENT_LABEL): "another-hubs-agent"}},
+        "data": {}}))
+    .unwrap();
+    let addon_secrets = Api::<Secret>::namespaced(managed_admin.clone(), ADDON_NAMESPACE);
+    addon_secrets
+        .create(&PostParams::default(), &other)
+        .await
+        .unwrap();
+
     // The registration is gone: so is the secret.
     addons
         .patch_status(
@@ -225,5 +240,13 @@ async fn the_agent_writes_rotates_and_removes_an_addons_hub_kubeconfig() {
     })
     .await
     .unwrap();
+    assert!(
+        addon_secrets
+            .get_opt("hello-hub-kubeconfig-of-another-hub")
+            .await
+            .unwrap()
+            .is_some(),
+        "another klusterlet's credential survives this one's clean-up"
+    );
     approver.abort();
 }

@@ -34,7 +34,7 @@ use crate::names::{AGENT_NAME_KEY, CLUSTER_NAME_KEY, KUBECONFIG_KEY};
 pub(crate) async fn resolve_names(ctx: &Context) -> Result<Names> {
     let options = &ctx.options;
     let stored = secret::read(
-        &ctx.managed,
+        &ctx.agent,
         &options.agent_namespace,
         &options.hub_kubeconfig_secret,
     )
@@ -67,7 +67,7 @@ pub(crate) async fn load_bootstrap(ctx: &Context) -> Result<HubKubeconfig> {
         name: options.bootstrap_secret.clone(),
         problem: problem.to_owned(),
     };
-    let bootstrap = secret::read(&ctx.managed, &options.agent_namespace, &options.bootstrap_secret)
+    let bootstrap = secret::read(&ctx.agent, &options.agent_namespace, &options.bootstrap_secret)
         .await?
         .ok_or_else(|| missing("does not exist"))?;
     let text = secret::data(&bootstrap, KUBECONFIG_KEY)

@@ -19,8 +19,9 @@ pub enum Error {
     /// The cluster or agent name cannot be registered (terminal).
     #[error("{0}")]
     InvalidName(#[source] NameError),
-    /// Reading a secret on the managed cluster failed.
-    #[error("read secret {namespace}/{name} on the managed cluster: {}", api(source))]
+    /// Reading one of the agent's secrets failed (on the managed cluster; on the hosting cluster in
+    /// hosted mode).
+    #[error("read the agent's secret {namespace}/{name}: {}", api(source))]
     ReadSecret {
         /// The secret's namespace.
         namespace: String,
@@ -29,6 +30,30 @@ pub enum Error {
         /// The client error.
         #[source]
         source: kube::Error,
+    },
+    /// Hosted mode: reading the secret with the managed cluster's kubeconfig failed.
+    #[error(
+        "read secret {namespace}/{name} (the managed cluster's kubeconfig) on the hosting cluster: {}",
+        api(source)
+    )]
+    ReadExternalManagedKubeconfig {
+        /// The agent namespace.
+        namespace: String,
+        /// The secret's name.
+        name: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Hosted mode: the secret with the managed cluster's kubeconfig is missing or unusable.
+    #[error("hosted mode: secret {namespace}/{name} on the hosting cluster {problem}")]
+    ExternalManagedKubeconfig {
+        /// The agent namespace.
+        namespace: String,
+        /// The secret's name.
+        name: String,
+        /// What is wrong, and what to do about it.
+        problem: String,
     },
     /// The bootstrap secret or its kubeconfig key is missing.
     #[error("bootstrap secret {namespace}/{name} {problem}")]
@@ -162,8 +187,9 @@ pub enum Error {
         #[source]
         problem: IdentityProblem,
     },
-    /// Writing the hub kubeconfig secret on the managed cluster failed.
-    #[error("write secret {namespace}/{name} on the managed cluster: {}", api(source))]
+    /// Writing the hub kubeconfig secret failed (on the managed cluster; on the hosting cluster
+    /// in hosted mode).
+    #[error("write the agent's secret {namespace}/{name}: {}", api(source))]
     WriteSecret {
         /// The secret's namespace.
         namespace: String,

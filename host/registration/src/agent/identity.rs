@@ -77,7 +77,7 @@ impl HubIdentity {
     ) -> Result<Option<Self>> {
         let options = &ctx.options;
         let Some(stored) = secret::read(
-            &ctx.managed,
+            &ctx.agent,
             &options.agent_namespace,
             &options.hub_kubeconfig_secret,
         )
@@ -130,7 +130,7 @@ impl HubIdentity {
             (AGENT_NAME_KEY.to_owned(), names.agent.clone().into_bytes()),
         ]);
         secret::write(
-            &ctx.managed,
+            &ctx.agent,
             &ctx.options.agent_namespace,
             &ctx.options.hub_kubeconfig_secret,
             data,

@@ -14,6 +14,9 @@
 //!     rotation: CSR at 20–25 % life left, swap identity     (certificate expired ───────┘
 //! ```
 //!
+//! In hosted mode ([`run_with`], [`hosted`]) the agent's secrets live on a hosting cluster and
+//! only health, version, nodes, claims and add-on leases are read from the managed cluster.
+//!
 //! [`run`] never returns while it can still make progress: every failure is published in
 //! the [`AgentStatus`] the options' [`StatusReporter`] carries and retried with capped
 //! exponential backoff. Only a cluster or agent name that can never be registered ends it,
@@ -26,6 +29,7 @@
 
 pub mod addon_credentials;
 pub mod error;
+pub mod hosted;
 pub mod kubeconfig;
 pub mod progress;
 pub mod proxy;
@@ -144,18 +148,53 @@ impl Names {
     }
 }
 
-/// What every step needs: the managed cluster and the options.
+/// The two clusters a klusterlet talks to besides the hub. In the default mode both are the
+/// managed cluster; in hosted mode the agent's own objects live on a hosting cluster and
+/// only what describes or changes the managed cluster goes to it.
+#[derive(Clone)]
+pub struct Clients {
+    /// Where the agent's own objects live: the agent namespace with the bootstrap and hub
+    /// kubeconfig secrets, and the add-on credential secrets.
+    pub agent: kube::Client,
+    /// The managed cluster: health, version, nodes, ClusterClaims, add-on agents' leases.
+    pub managed: kube::Client,
+}
+
+impl Clients {
+    /// The default mode: the agent runs on (and keeps its objects in) the managed cluster.
+    pub fn same(managed: kube::Client) -> Self {
+        Self {
+            agent: managed.clone(),
+            managed,
+        }
+    }
+}
+
+/// What every step needs: the two clusters and the options.
 pub(crate) struct Context {
-    /// Client of the managed cluster (secrets, claims, nodes, health).
+    /// Client of the cluster holding the agent's objects (secrets); see [`Clients::agent`].
+    pub agent: kube::Client,
+    /// Client of the managed cluster (claims, nodes, health).
     pub managed: kube::Client,
     /// The options.
     pub options: AgentOptions,
 }
 
-/// Runs the registration agent against the managed cluster `managed` until it fails for good
-/// (an invalid name). Progress and errors are published through `options.status`.
+/// Runs the registration agent against the managed cluster `managed`, which also holds its
+/// objects, until it fails for good (an invalid name). Progress and errors are published
+/// through `options.status`.
 pub async fn run(managed: kube::Client, options: AgentOptions) -> Result<()> {
-    let ctx = Context { managed, options };
+    run_with(Clients::same(managed), options).await
+}
+
+/// [`run`] with the agent's objects on [`Clients::agent`] (hosted mode) and the managed
+/// cluster reached through [`Clients::managed`].
+pub async fn run_with(clients: Clients, options: AgentOptions) -> Result<()> {
+    let ctx = Context {
+        agent: clients.agent,
+        managed: clients.managed,
+        options,
+    };
     let reporter = ctx.options.status.clone();
     let mut backoff = Backoff::new(ctx.options.backoff_initial, ctx.options.backoff_max);
 

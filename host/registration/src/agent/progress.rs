@@ -43,6 +43,9 @@ pub enum Step {
     Lease,
     /// Renewing the client certificate.
     Rotation,
+    /// Hosted mode: reaching the managed cluster through the `external-managed-kubeconfig`
+    /// secret on the hosting cluster.
+    ManagedCluster,
 }
 
 /// A snapshot of the agent.

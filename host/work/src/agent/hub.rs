@@ -44,8 +44,9 @@ fn fingerprint(secret: &Secret) -> Vec<u8> {
     bytes
 }
 
-async fn read(managed: &Client, options: &AgentOptions) -> Result<Option<Secret>> {
-    Api::<Secret>::namespaced(managed.clone(), &options.agent_namespace)
+/// Reads the secret from `agent`, the cluster holding the agent's objects.
+async fn read(agent: &Client, options: &AgentOptions) -> Result<Option<Secret>> {
+    Api::<Secret>::namespaced(agent.clone(), &options.agent_namespace)
         .get_opt(&options.hub_kubeconfig_secret)
         .await
         .map_err(|source| Error::ReadHubSecret {
@@ -93,10 +94,10 @@ async fn connect(secret: &Secret, options: &AgentOptions) -> Result<Connection> 
 }
 
 /// Waits until the secret holds a usable credential, logging why not meanwhile.
-pub async fn wait_for(managed: &Client, options: &AgentOptions) -> Connection {
+pub async fn wait_for(agent: &Client, options: &AgentOptions) -> Connection {
     let mut delay = Duration::from_millis(200);
     loop {
-        let attempt = match read(managed, options).await {
+        let attempt = match read(agent, options).await {
             Ok(Some(secret)) => connect(&secret, options).await,
             Ok(None) => Err(Error::InvalidHubSecret {
                 namespace: options.agent_namespace.clone(),
@@ -116,10 +117,10 @@ pub async fn wait_for(managed: &Client, options: &AgentOptions) -> Connection {
 }
 
 /// Returns once the secret's data differs from `fingerprint` (a read error is not a change).
-pub async fn wait_for_change(managed: &Client, options: &AgentOptions, fingerprint: &[u8]) {
+pub async fn wait_for_change(agent: &Client, options: &AgentOptions, fingerprint: &[u8]) {
     loop {
         tokio::time::sleep(options.credential_poll_interval).await;
-        match read(managed, options).await {
+        match read(agent, options).await {
             Ok(Some(secret)) if self::fingerprint(&secret) != fingerprint => return,
             Ok(_) => {}
             Err(error) => tracing::debug!(%error, "work agent: re-reading the hub credential failed"),

@@ -47,6 +47,7 @@ use kube::{
 };
 
 pub use error::{Error, Result};
+pub use flotilla_registration::agent::Clients;
 
 /// How the work agent runs. [`AgentOptions::default`] gives OCM's defaults.
 #[derive(Clone, Debug)]
@@ -56,7 +57,8 @@ pub struct AgentOptions {
     pub cluster_name: Option<String>,
     /// `spec.agentID` of new AppliedManifestWorks; the hub hash when `None`, as in OCM.
     pub agent_id: Option<String>,
-    /// Namespace of the hub kubeconfig secret on the managed cluster.
+    /// Namespace of the hub kubeconfig secret (on the managed cluster; in hosted mode on the
+    /// hosting cluster).
     pub agent_namespace: String,
     /// The secret holding the hub kubeconfig (`kubeconfig`, optionally `tls.crt`/`tls.key`,
     /// `cluster-name`), written by the registration agent.
@@ -128,16 +130,25 @@ fn deleting<K: Resource>(object: &K) -> Option<u64> {
     Some(u64::from(object.meta().deletion_timestamp.is_some()))
 }
 
-/// Runs the work agent against the managed cluster `managed` until dropped: waits for the hub
-/// kubeconfig secret, runs the controllers on it, and starts them again on a new credential.
+/// Runs the work agent against the managed cluster `managed`, which also holds the hub
+/// kubeconfig secret, until dropped: waits for the secret, runs the controllers on it, and
+/// starts them again on a new credential.
 pub async fn run(managed: Client, options: AgentOptions) -> Result<()> {
+    run_with(Clients::same(managed), options).await
+}
+
+/// [`run`] with the hub kubeconfig secret read from [`Clients::agent`] (hosted mode: the
+/// hosting cluster). Everything applied, and the AppliedManifestWorks, stay on
+/// [`Clients::managed`], as in OCM's hosted mode.
+pub async fn run_with(clients: Clients, options: AgentOptions) -> Result<()> {
+    let Clients { agent, managed } = clients;
     loop {
-        let connection = hub::wait_for(&managed, &options).await;
+        let connection = hub::wait_for(&agent, &options).await;
         let fingerprint = connection.fingerprint.clone();
         tracing::info!(hub = %connection.server, cluster = %connection.cluster, "work agent starting");
         tokio::select! {
             () = run_controllers(managed.clone(), options.clone(), connection) => {}
-            () = hub::wait_for_change(&managed, &options, &fingerprint) => {
+            () = hub::wait_for_change(&agent, &options, &fingerprint) => {
                 tracing::info!("hub credential changed; restarting the work agent's controllers");
             }
         }

@@ -7,7 +7,8 @@
 //!  identity ─▶ is the stored certificate usable?    rotation ─▶ when to renew (20–25 % left)
 //!  cluster ──▶ accepted? which annotations?         lease ──▶ renew period with jitter
 //!  health ──▶ Available after 20 s of failures      resources / claims ─▶ status contents
-//!  backoff ─▶ how long to wait after an error   proxy ──▶ which leg to the hub failed
+//!  backoff ─▶ how long to wait after an error      join ──▶ may this agent namespace take this hub?
+//!  proxy ──▶ which leg to the hub failed
 //! ```
 //!
 //! Nothing here reads a clock or a random source: callers pass `now` and uniform random
@@ -19,6 +20,7 @@ pub mod cluster;
 pub mod csr;
 pub mod health;
 pub mod identity;
+pub mod join;
 pub mod lease;
 pub mod names;
 pub mod proxy;

@@ -60,6 +60,10 @@ pub const IN_FLIGHT_POLL: Duration = Duration::from_millis(250);
 const FAST_WINDOW: Duration = Duration::from_secs(10);
 /// Label on the secrets written here; its value is the add-on name.
 pub const CREDENTIAL_LABEL: &str = "flotilla.dev/addon-credential";
+/// Label on the secrets written here naming the writing klusterlet's agent namespace: a
+/// managed cluster joined to several hubs runs one klusterlet per hub, and each cleans up only
+/// the credentials it wrote.
+pub const CREDENTIAL_AGENT_LABEL: &str = "flotilla.dev/addon-credential-agent";
 /// Field manager of the secrets written here.
 const FIELD_MANAGER: &str = "flotilla-klusterlet-addon-credentials";
 /// Most pending CSRs of one add-on before no new one is made (OCM: 10 per add-on).
@@ -342,7 +346,7 @@ async fn current_is_good(
     registration: &RegistrationConfig,
     threshold: f64,
 ) -> Result<bool, CredentialError> {
-    let secret = Api::<Secret>::namespaced(ctx.managed.clone(), &key.namespace)
+    let secret = Api::<Secret>::namespaced(ctx.agent.clone(), &key.namespace)
         .get_opt(&key.secret)
         .await
         .map_err(kube_error(format!(
@@ -392,14 +396,20 @@ async fn write_secret(
         metadata: ObjectMeta {
             name: Some(key.secret.clone()),
             namespace: Some(key.namespace.clone()),
-            labels: Some(BTreeMap::from([(CREDENTIAL_LABEL.to_owned(), key.addon.clone())])),
+            labels: Some(BTreeMap::from([
+                (CREDENTIAL_LABEL.to_owned(), key.addon.clone()),
+                (
+                    CREDENTIAL_AGENT_LABEL.to_owned(),
+                    ctx.options.agent_namespace.clone(),
+                ),
+            ])),
             ..ObjectMeta::default()
         },
         type_: Some("Opaque".to_owned()),
         data: Some(data),
         ..Secret::default()
     };
-    Api::<Secret>::namespaced(ctx.managed.clone(), &key.namespace)
+    Api::<Secret>::namespaced(ctx.agent.clone(), &key.namespace)
         .patch(
             &key.secret,
             &PatchParams::apply(FIELD_MANAGER).force(),
@@ -415,9 +425,14 @@ async fn write_secret(
 
 /// Deletes the credential secrets no add-on registration wants any more.
 async fn remove_unwanted(ctx: &Context, wanted: &BTreeSet<Key>) -> Result<(), PassError> {
-    let api: Api<Secret> = Api::all(ctx.managed.clone());
+    let api: Api<Secret> = Api::all(ctx.agent.clone());
+    // Only this klusterlet's: another hub's klusterlet on the same cluster keeps its own.
+    let mine = format!(
+        "{CREDENTIAL_LABEL},{CREDENTIAL_AGENT_LABEL}={}",
+        ctx.options.agent_namespace
+    );
     let written = api
-        .list_metadata(&ListParams::default().labels(CREDENTIAL_LABEL))
+        .list_metadata(&ListParams::default().labels(&mine))
         .await
         .map_err(PassError::ListSecrets)?;
     for secret in written.items {
@@ -429,7 +444,7 @@ async fn remove_unwanted(ctx: &Context, wanted: &BTreeSet<Key>) -> Result<(), Pa
         if wanted.contains(&key) {
             continue;
         }
-        let result = Api::<Secret>::namespaced(ctx.managed.clone(), &key.namespace)
+        let result = Api::<Secret>::namespaced(ctx.agent.clone(), &key.namespace)
             .delete(&key.secret, &DeleteParams::default())
             .await;
         match result {
