@@ -303,9 +303,19 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
         .webhook_host
         .clone()
         .unwrap_or_else(|| args.webhook_bind.ip().to_string());
-    let webhook = flotilla_work::webhook::serve(args.webhook_bind, std::slice::from_ref(&host))
+    // Every replica serves the one certificate kept in the hub namespace, so the registered
+    // caBundle holds whichever replica leads.
+    let certificate = flotilla_work::webhook::shared_certificate(
+        &client,
+        names::HUB_NAMESPACE,
+        std::slice::from_ref(&host),
+    )
+    .await
+    .context("get the webhook's serving certificate")?;
+    let webhook = flotilla_work::webhook::serve(args.webhook_bind, &certificate)
         .await
         .context("start the webhook server")?;
+    eprintln!("flotilla hub: webhook server at https://{}", webhook.addr);
     let url = format!(
         "https://{host}:{}{}",
         webhook.addr.port(),

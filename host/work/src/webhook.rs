@@ -6,9 +6,12 @@
 //!  kube-apiserver ──HTTPS (CA in caBundle)──▶ /validate-manifestwork ──▶ allowed / denied + message
 //! ```
 //!
-//! The server makes its own CA at start and a serving certificate for its host names, and
-//! registers `flotilla.dev-manifestwork-size` with that CA; a restart re-registers the new
-//! CA. The add-on conversion webhook can be served by the same server.
+//! Every hub replica serves the same CA and serving certificate, kept in Secret
+//! [`CERTIFICATE_SECRET`] of the hub namespace: the first replica to start makes them and
+//! creates the Secret, and a replica that loses that race (the create conflicts) reads the
+//! winner's. So the `caBundle` registered with `flotilla.dev-manifestwork-size` stays valid
+//! whichever replica leads and across restarts. The add-on conversion webhook can be served by
+//! the same server.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -16,10 +19,16 @@ use flotilla_api::work::{consts::MAX_MANIFESTS_SIZE, v1::ManifestWorkSpec};
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response, body::Bytes, service::service_fn};
 use hyper_util::rt::TokioIo;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use kube::core::{
-    DynamicObject,
-    admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
+use k8s_openapi::{
+    ByteString,
+    api::{admissionregistration::v1::ValidatingWebhookConfiguration, core::v1::Secret},
+};
+use kube::{
+    api::{ObjectMeta, PostParams},
+    core::{
+        DynamicObject,
+        admission::{AdmissionRequest, AdmissionResponse, AdmissionReview},
+    },
 };
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType};
 use serde_json::json;
@@ -30,12 +39,40 @@ pub const VALIDATE_PATH: &str = "/validate-manifestwork";
 /// Name of the ValidatingWebhookConfiguration.
 pub const CONFIGURATION_NAME: &str = "flotilla.dev-manifestwork-size";
 
+/// Secret (in the hub namespace) holding the webhook's CA and serving certificate.
+pub const CERTIFICATE_SECRET: &str = "flotilla-hub-webhook-serving";
+/// Keys of [`CERTIFICATE_SECRET`]: the usual TLS Secret keys, the CA, and the host names the
+/// certificate was made for (one a line).
+const CA_KEY: &str = "ca.crt";
+const CERT_KEY: &str = "tls.crt";
+const KEY_KEY: &str = "tls.key";
+const HOSTS_KEY: &str = "hosts";
+
 /// Why the webhook could not start or register.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Making the CA or serving certificate failed.
     #[error("make the webhook certificate: {0}")]
     Certificate(String),
+    /// Reading or creating the shared certificate's Secret failed.
+    #[error("read or create the webhook certificate Secret {namespace}/{CERTIFICATE_SECRET}: {source}")]
+    Secret {
+        /// The hub namespace.
+        namespace: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The shared certificate's Secret is unusable.
+    #[error(
+        "the webhook certificate Secret {namespace}/{CERTIFICATE_SECRET} {problem}; delete it and restart the hub replicas to make a new one"
+    )]
+    StoredCertificate {
+        /// The hub namespace.
+        namespace: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// Binding the listener failed.
     #[error("listen on {addr}: {source}")]
     Listen {
@@ -123,47 +160,197 @@ async fn handle(request: Request<hyper::body::Incoming>) -> Result<Response<Full
     Ok(response)
 }
 
-/// A fresh CA and a serving certificate for `hosts` (IP addresses or DNS names) signed by it.
-fn certificates(hosts: &[String]) -> Result<(String, rustls::ServerConfig), Error> {
-    let error = |e: rcgen::Error| Error::Certificate(e.to_string());
-    let ca_key = KeyPair::generate().map_err(error)?;
-    let mut ca = CertificateParams::default();
-    ca.distinguished_name
-        .push(DnType::CommonName, "flotilla-hub-webhook-ca");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
-    let ca_cert = ca.self_signed(&ca_key).map_err(error)?;
-    let issuer = Issuer::new(ca, ca_key);
-    let mut serving = CertificateParams::default();
-    serving
-        .distinguished_name
-        .push(DnType::CommonName, "flotilla-hub-webhook");
-    for host in hosts {
-        serving
-            .subject_alt_names
-            .push(match host.parse::<std::net::IpAddr>() {
-                Ok(ip) => SanType::IpAddress(ip),
-                Err(_) => SanType::DnsName(host.clone().try_into().map_err(error)?),
-            });
-    }
-    let key = KeyPair::generate().map_err(error)?;
-    let cert = serving.signed_by(&key, &issuer).map_err(error)?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Certificate(e.to_string()))?
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .map_err(|e| Error::Certificate(e.to_string()))?;
-    Ok((ca_cert.pem(), config))
+/// A CA and a serving certificate signed by it, as PEM.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServingCertificate {
+    /// The CA's certificate (the `caBundle`).
+    pub ca_pem: String,
+    /// The serving certificate.
+    pub cert_pem: String,
+    /// The serving certificate's private key (PKCS#8).
+    pub key_pem: String,
+    /// The host names and IPs the serving certificate is for.
+    pub hosts: Vec<String>,
 }
 
-/// Starts the server on `bind` with a certificate for `hosts`.
-pub async fn serve(bind: SocketAddr, hosts: &[String]) -> Result<Webhook, Error> {
-    let (ca_pem, config) = certificates(hosts)?;
+// === impl ServingCertificate ===
+
+impl std::fmt::Debug for ServingCertificate {
+    /// Leaves the private key out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServingCertificate")
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServingCertificate {
+    /// A fresh CA and a serving certificate for `hosts` (IP addresses or DNS names) signed by it.
+    pub fn issue(hosts: &[String]) -> Result<Self, Error> {
+        let error = |e: rcgen::Error| Error::Certificate(e.to_string());
+        let ca_key = KeyPair::generate().map_err(error)?;
+        let mut ca = CertificateParams::default();
+        ca.distinguished_name
+            .push(DnType::CommonName, "flotilla-hub-webhook-ca");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+        let ca_cert = ca.self_signed(&ca_key).map_err(error)?;
+        let issuer = Issuer::new(ca, ca_key);
+        let mut serving = CertificateParams::default();
+        serving
+            .distinguished_name
+            .push(DnType::CommonName, "flotilla-hub-webhook");
+        for host in hosts {
+            serving
+                .subject_alt_names
+                .push(match host.parse::<std::net::IpAddr>() {
+                    Ok(ip) => SanType::IpAddress(ip),
+                    Err(_) => SanType::DnsName(host.clone().try_into().map_err(error)?),
+                });
+        }
+        let key = KeyPair::generate().map_err(error)?;
+        let cert = serving.signed_by(&key, &issuer).map_err(error)?;
+        Ok(Self {
+            ca_pem: ca_cert.pem(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            hosts: hosts.to_vec(),
+        })
+    }
+
+    /// The Secret holding it.
+    fn to_secret(&self, namespace: &str) -> Secret {
+        let data = [
+            (CA_KEY, self.ca_pem.as_str()),
+            (CERT_KEY, self.cert_pem.as_str()),
+            (KEY_KEY, self.key_pem.as_str()),
+            (HOSTS_KEY, &self.hosts.join("\n")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+        .collect();
+        Secret {
+            metadata: ObjectMeta {
+                name: Some(CERTIFICATE_SECRET.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                ..Default::default()
+            },
+            type_: Some("kubernetes.io/tls".to_owned()),
+            data: Some(data),
+            ..Default::default()
+        }
+    }
+
+    /// The certificate a Secret holds, or what is wrong with it.
+    fn from_secret(secret: &Secret) -> Result<Self, String> {
+        let data = secret.data.clone().unwrap_or_default();
+        let field = |key: &str| {
+            data.get(key)
+                .and_then(|v| String::from_utf8(v.0.clone()).ok())
+                .ok_or_else(|| format!("has no text key {key:?}"))
+        };
+        Ok(Self {
+            ca_pem: field(CA_KEY)?,
+            cert_pem: field(CERT_KEY)?,
+            key_pem: field(KEY_KEY)?,
+            hosts: field(HOSTS_KEY)?
+                .lines()
+                .map(str::to_owned)
+                .filter(|h| !h.is_empty())
+                .collect(),
+        })
+    }
+
+    /// The TLS server configuration serving it.
+    fn server_config(&self) -> Result<rustls::ServerConfig, String> {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject as _};
+        let cert = CertificateDer::from_pem_slice(self.cert_pem.as_bytes())
+            .map_err(|e| format!("holds no PEM certificate: {e}"))?;
+        let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes())
+            .map_err(|e| format!("holds no PEM private key: {e}"))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .map_err(|e| format!("holds a certificate and key that do not serve: {e}"))
+    }
+}
+
+/// The serving certificate every hub replica shares: read from [`CERTIFICATE_SECRET`] in
+/// `namespace`, or made for `hosts` and stored there when absent. Two replicas starting at once
+/// both try to create it; the apiserver lets one win, and the other reads the winner's.
+pub async fn shared_certificate(
+    client: &kube::Client,
+    namespace: &str,
+    hosts: &[String],
+) -> Result<ServingCertificate, Error> {
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
+    let api_error = |source| Error::Secret {
+        namespace: namespace.to_owned(),
+        source,
+    };
+    let stored = match secrets.get_opt(CERTIFICATE_SECRET).await.map_err(api_error)? {
+        Some(secret) => secret,
+        None => {
+            let fresh = ServingCertificate::issue(hosts)?;
+            let secret = fresh.to_secret(namespace);
+            let mut created = secrets.create(&PostParams::default(), &secret).await;
+            if matches!(&created, Err(kube::Error::Api(status)) if status.code == 404) {
+                // A hub started before `flotilla init` made its namespace.
+                create_namespace(client, namespace).await.map_err(api_error)?;
+                created = secrets.create(&PostParams::default(), &secret).await;
+            }
+            match created {
+                Ok(_) => return Ok(fresh),
+                // Another replica created it first: serve theirs.
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    secrets.get(CERTIFICATE_SECRET).await.map_err(api_error)?
+                }
+                Err(source) => return Err(api_error(source)),
+            }
+        }
+    };
+    let stored_problem = |problem: String| Error::StoredCertificate {
+        namespace: namespace.to_owned(),
+        problem,
+    };
+    let certificate = ServingCertificate::from_secret(&stored).map_err(stored_problem)?;
+    if let Some(missing) = hosts.iter().find(|h| !certificate.hosts.contains(h)) {
+        return Err(stored_problem(format!(
+            "is for {:?}, not {missing:?} (every replica must use the same --webhook-host)",
+            certificate.hosts
+        )));
+    }
+    Ok(certificate)
+}
+
+/// Creates namespace `name` unless it exists.
+async fn create_namespace(client: &kube::Client, name: &str) -> Result<(), kube::Error> {
+    let namespace = k8s_openapi::api::core::v1::Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match kube::Api::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Starts the server on `bind`, serving `certificate`.
+pub async fn serve(bind: SocketAddr, certificate: &ServingCertificate) -> Result<Webhook, Error> {
+    let config = certificate
+        .server_config()
+        .map_err(|problem| Error::Certificate(format!("the serving certificate {problem}")))?;
+    let ca_pem = certificate.ca_pem.clone();
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|source| Error::Listen { addr: bind, source })?;
@@ -252,6 +439,21 @@ mod tests {
         assert!(
             message.contains("500 KiB") && message.contains("split"),
             "{message}"
+        );
+    }
+
+    #[test]
+    fn a_certificate_survives_its_secret_and_serves() {
+        let issued = ServingCertificate::issue(&["127.0.0.1".to_owned(), "hub.example".to_owned()]).unwrap();
+        let read = ServingCertificate::from_secret(&issued.to_secret("hub")).unwrap();
+        assert_eq!(read, issued);
+        assert!(read.server_config().is_ok());
+        let mut broken = issued.to_secret("hub");
+        broken.data.as_mut().unwrap().remove(KEY_KEY);
+        assert!(
+            ServingCertificate::from_secret(&broken)
+                .unwrap_err()
+                .contains("tls.key")
         );
     }
 

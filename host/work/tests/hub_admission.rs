@@ -123,7 +123,8 @@ async fn a_work_over_500_kib_is_refused_by_the_hub_s_webhook() {
     init_tracing();
     let hub = flotilla_testing::shared("work-admission-hub").await.unwrap();
     let admin = hub.admin_client().await.unwrap();
-    let webhook = flotilla_work::webhook::serve("127.0.0.1:0".parse().unwrap(), &["127.0.0.1".to_owned()])
+    let certificate = flotilla_work::webhook::ServingCertificate::issue(&["127.0.0.1".to_owned()]).unwrap();
+    let webhook = flotilla_work::webhook::serve("127.0.0.1:0".parse().unwrap(), &certificate)
         .await
         .unwrap();
     let url = format!(
