@@ -151,11 +151,16 @@ pub fn hub_service_account(hub: &flotilla_testing::ControlPlane, state: &Path) -
 
 /// Starts `flotilla hub --kubeconfig KUBECONFIG ARGS` with its output in `log`.
 pub fn start_hub(kubeconfig: &Path, log: &Path, args: &[&str]) -> Running {
+    spawn_hub(kubeconfig, log, &[&["--disable-leader-election"], args].concat())
+}
+
+/// Starts `flotilla hub --kubeconfig KUBECONFIG ARGS` with its output in `log`, electing a
+/// leader through its Lease as a deployed replica does.
+pub fn spawn_hub(kubeconfig: &Path, log: &Path, args: &[&str]) -> Running {
     let file = std::fs::File::create(log).unwrap();
     Running(
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
             .arg("hub")
-            .arg("--disable-leader-election")
             .args(args)
             .arg("--kubeconfig")
             .arg(kubeconfig)
@@ -206,6 +211,12 @@ pub struct Fleet {
 impl Fleet {
     /// Starts it all; control planes are named `<prefix>-hub`, `<prefix>-cluster1`, ….
     pub async fn start(prefix: &str, join_args: &[&str]) -> Self {
+        Self::start_with(prefix, join_args, false).await
+    }
+
+    /// [`Fleet::start`], with the hub electing a leader through its Lease (as deployed) when
+    /// `elect` is set.
+    pub async fn start_with(prefix: &str, join_args: &[&str], elect: bool) -> Self {
         use flotilla_testing::{ControlPlane, registry::Registry};
         let (hub, one, two, registry) = tokio::join!(
             ControlPlane::start(format!("{prefix}-hub")),
@@ -222,11 +233,12 @@ impl Fleet {
         let token = hub_token(&ok(flotilla_at(state, admin, &["init"])));
         let identity = hub_service_account(&hub, state);
         let cache = state.join("plugin-artifacts");
-        let hub_process = start_hub(
-            &identity,
-            &state.join("hub.log"),
-            &["--plugin-cache-dir", cache.to_str().unwrap()],
-        );
+        let hub_args = ["--plugin-cache-dir", cache.to_str().unwrap()];
+        let hub_process = if elect {
+            spawn_hub(&identity, &state.join("hub.log"), &hub_args)
+        } else {
+            start_hub(&identity, &state.join("hub.log"), &hub_args)
+        };
         for (name, cp) in [("cluster1", &one), ("cluster2", &two)] {
             ok(join_local(
                 state,
@@ -292,4 +304,22 @@ impl Fleet {
     pub fn admin(&self) -> &Path {
         self.hub.admin_kubeconfig()
     }
+
+    /// The hub's metrics and health address (`host:port`), as its log announces it.
+    pub async fn hub_ops(&self) -> String {
+        ops_address(&self.state().join("hub.log")).await
+    }
+}
+
+/// The metrics and health address (`host:port`) a `flotilla hub` or `klusterlet` announced in
+/// `log`, waiting for it.
+pub async fn ops_address(log: &Path) -> String {
+    for _ in 0..600 {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(rest) = text.split("metrics and health at http://").nth(1) {
+            return rest.split_whitespace().next().unwrap().to_owned();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("{} never announced its metrics address", log.display());
 }
