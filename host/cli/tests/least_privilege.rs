@@ -4,7 +4,8 @@
 //! plugin add-on enabled and disabled. Then its own count of API requests
 //! (`flotilla_apiserver_requests_total` on `/metrics`) shows (a) it was never refused (no 403)
 //! and (b) every rule of the ClusterRole — each group × resource × verb — was used, except the
-//! few in [`ALLOWED_UNUSED`], each with the reason no request shows it.
+//! few in [`ALLOWED_UNUSED`], each with the reason no request shows it. The klusterlets run as
+//! deploy/klusterlet's service account and are never refused either.
 
 #![allow(
     clippy::unwrap_used,
@@ -199,8 +200,8 @@ fn hub_role_permissions() -> BTreeSet<Permission> {
     permissions
 }
 
-/// The hub's API requests from its `/metrics`: (group, resource, verb) → response codes.
-async fn hub_requests(ops: &str) -> BTreeMap<Permission, BTreeSet<String>> {
+/// A process's API requests from its `/metrics`: (group, resource, verb) → response codes.
+async fn requests_of(ops: &str) -> BTreeMap<Permission, BTreeSet<String>> {
     let text = reqwest::get(format!("http://{ops}/metrics"))
         .await
         .unwrap()
@@ -388,7 +389,7 @@ async fn the_hub_as_deploy_hubs_service_account_is_never_refused_and_uses_every_
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     await_works(state, &hub, "the replica set's works gone", 0, from_replica_set).await;
 
-    let requests = hub_requests(&fleet.hub_ops().await).await;
+    let requests = requests_of(&fleet.hub_ops().await).await;
     let refused: Vec<_> = requests
         .iter()
         .filter(|(_, codes)| codes.contains("403"))
@@ -398,6 +399,29 @@ async fn the_hub_as_deploy_hubs_service_account_is_never_refused_and_uses_every_
         refused.is_empty(),
         "deploy/hub's ClusterRole lacks (group, resource, verb): {refused:?}"
     );
+
+    // The klusterlets ran as deploy/klusterlet's service account on their clusters. Its one
+    // rule is the broad one the work agent needs to apply whatever a ManifestWork holds
+    // (cluster-admin, as OCM's work agent has), so there is no narrower rule to prove unused;
+    // it suffices, and the work agent's applies went through it.
+    for cluster in ["cluster1", "cluster2"] {
+        let requests = requests_of(&fleet.klusterlet_ops(cluster).await).await;
+        let refused: Vec<_> = requests
+            .iter()
+            .filter(|(_, codes)| codes.contains("403"))
+            .map(|(p, _)| p)
+            .collect();
+        assert!(
+            refused.is_empty(),
+            "deploy/klusterlet's binding lacks on {cluster}: {refused:?}"
+        );
+        let applied = ("".to_owned(), "configmaps".to_owned(), "create".to_owned());
+        assert!(
+            requests.contains_key(&applied),
+            "the work agent on {cluster} created the replica set's ConfigMap: {:?}",
+            requests.keys().collect::<Vec<_>>()
+        );
+    }
 
     let allowed: BTreeSet<Permission> = ALLOWED_UNUSED
         .iter()
