@@ -379,9 +379,51 @@ pub async fn serve(bind: SocketAddr, certificate: &ServingCertificate) -> Result
     Ok(Webhook { addr, ca_pem, task })
 }
 
+/// Where the apiserver reaches the webhook server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// An HTTPS URL (a server outside the cluster, or on the apiserver's own host).
+    Url(String),
+    /// A Service in the hub cluster (port 443), in front of the hub replicas.
+    Service {
+        /// The Service's namespace.
+        namespace: String,
+        /// The Service's name.
+        name: String,
+    },
+}
+
+impl Endpoint {
+    /// The host name the serving certificate must name for this endpoint, if not the URL's.
+    pub fn service_host(&self) -> Option<String> {
+        match self {
+            Self::Url(_) => None,
+            Self::Service { namespace, name } => Some(format!("{name}.{namespace}.svc")),
+        }
+    }
+
+    /// The webhook's `clientConfig` without the `caBundle`.
+    fn client_config(&self) -> serde_json::Value {
+        match self {
+            Self::Url(url) => json!({ "url": url }),
+            Self::Service { namespace, name } => json!({
+                "service": { "namespace": namespace, "name": name, "port": 443, "path": VALIDATE_PATH }
+            }),
+        }
+    }
+}
+
 /// The configuration sending ManifestWork creates and updates to `url` (trusting `ca_pem`).
 pub fn configuration(url: &str, ca_pem: &str) -> ValidatingWebhookConfiguration {
+    configuration_for(&Endpoint::Url(url.to_owned()), ca_pem)
+}
+
+/// The configuration sending ManifestWork creates and updates to `endpoint` (trusting
+/// `ca_pem`).
+pub fn configuration_for(endpoint: &Endpoint, ca_pem: &str) -> ValidatingWebhookConfiguration {
     use base64::Engine as _;
+    let mut client_config = endpoint.client_config();
+    client_config["caBundle"] = json!(base64::engine::general_purpose::STANDARD.encode(ca_pem));
     serde_json::from_value(json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
@@ -392,10 +434,7 @@ pub fn configuration(url: &str, ca_pem: &str) -> ValidatingWebhookConfiguration 
             "sideEffects": "None",
             "failurePolicy": "Fail",
             "timeoutSeconds": 10,
-            "clientConfig": {
-                "url": url,
-                "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
-            },
+            "clientConfig": client_config,
             "rules": [{
                 "apiGroups": ["work.open-cluster-management.io"],
                 "apiVersions": ["v1"],
@@ -409,8 +448,17 @@ pub fn configuration(url: &str, ca_pem: &str) -> ValidatingWebhookConfiguration 
 
 /// Registers (server-side applies) the configuration for `url` and `ca_pem`.
 pub async fn register(client: &kube::Client, url: &str, ca_pem: &str) -> Result<(), Error> {
+    register_endpoint(client, &Endpoint::Url(url.to_owned()), ca_pem).await
+}
+
+/// Registers (server-side applies) the configuration for `endpoint` and `ca_pem`.
+pub async fn register_endpoint(
+    client: &kube::Client,
+    endpoint: &Endpoint,
+    ca_pem: &str,
+) -> Result<(), Error> {
     let api: kube::Api<ValidatingWebhookConfiguration> = kube::Api::all(client.clone());
-    flotilla_kube::apply::apply(&api, &configuration(url, ca_pem)).await?;
+    flotilla_kube::apply::apply(&api, &configuration_for(endpoint, ca_pem)).await?;
     Ok(())
 }
 
@@ -455,6 +503,27 @@ mod tests {
                 .unwrap_err()
                 .contains("tls.key")
         );
+    }
+
+    #[test]
+    fn a_service_endpoint_is_registered_by_service_reference_and_named_in_the_certificate() {
+        let endpoint = Endpoint::Service {
+            namespace: "open-cluster-management-hub".to_owned(),
+            name: "flotilla-hub-webhook".to_owned(),
+        };
+        assert_eq!(
+            endpoint.service_host().as_deref(),
+            Some("flotilla-hub-webhook.open-cluster-management-hub.svc")
+        );
+        let config = configuration_for(&endpoint, "PEM");
+        let client = &config.webhooks.unwrap()[0].client_config;
+        assert_eq!(client.url, None);
+        let service = client.service.as_ref().unwrap();
+        assert_eq!(
+            (service.name.as_str(), service.port, service.path.as_deref()),
+            ("flotilla-hub-webhook", Some(443), Some(VALIDATE_PATH))
+        );
+        assert_eq!(Endpoint::Url("https://x".to_owned()).service_host(), None);
     }
 
     #[test]
