@@ -436,6 +436,25 @@ mod tests {
     }
 
     #[test]
+    fn the_printed_crds_are_the_files_of_deploy_crds() {
+        let crds: Vec<serde_json::Value> = hub(None)
+            .into_iter()
+            .filter(|o| o["kind"] == "CustomResourceDefinition")
+            .collect();
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/crds");
+        assert_eq!(crds.len(), std::fs::read_dir(dir).unwrap().count());
+        for crd in crds {
+            let name = crd["metadata"]["name"].as_str().unwrap();
+            let file = std::fs::read_to_string(format!("{dir}/{name}.yaml")).unwrap();
+            assert_eq!(
+                parse_yaml_stream(&file).unwrap(),
+                std::slice::from_ref(&crd),
+                "deploy/crds/{name}.yaml differs from what init installs: run flotilla-crdgen"
+            );
+        }
+    }
+
+    #[test]
     fn crds_come_first_so_the_objects_after_them_have_a_kind_to_be() {
         let objects = hub(Some("i"));
         let last_crd = objects
