@@ -43,6 +43,7 @@ use crate::{
     cli::GlobalArgs,
     kube::client,
     local::{self, LocalKlusterlet},
+    manifests::{ManifestFormat, print_manifests},
     run::KlusterletMode,
 };
 
@@ -105,32 +106,6 @@ pub struct JoinArgs {
     /// The format of `--dry-run`'s output.
     #[arg(short = 'o', long, value_enum, default_value_t = ManifestFormat::Yaml, requires = "dry_run")]
     pub output: ManifestFormat,
-}
-
-/// How `--dry-run` prints manifests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ManifestFormat {
-    /// A multi-document YAML stream, as `kubectl apply -f` reads it.
-    Yaml,
-    /// A JSON `v1/List`.
-    Json,
-}
-
-/// Prints `objects` in `format` on standard output.
-fn print_manifests(objects: &[serde_json::Value], format: ManifestFormat) -> anyhow::Result<()> {
-    match format {
-        ManifestFormat::Yaml => {
-            for object in objects {
-                print!("---\n{}", serde_yaml::to_string(object).context("write YAML")?);
-            }
-        }
-        ManifestFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({ "apiVersion": "v1", "kind": "List", "items": objects }))
-                .context("write JSON")?
-        ),
-    }
-    Ok(())
 }
 
 /// The namespaces and the bootstrap Secret `join` writes before the klusterlet: the agent

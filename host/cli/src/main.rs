@@ -12,6 +12,7 @@ mod init;
 mod join;
 mod kube;
 mod local;
+mod manifests;
 mod ops;
 mod output;
 mod plugin;

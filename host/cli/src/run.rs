@@ -76,6 +76,11 @@ pub struct HubArgs {
     /// address); it goes into the serving certificate and the registered URL.
     #[arg(long)]
     pub webhook_host: Option<String>,
+    /// The Service (`NAMESPACE/NAME`, port 443) in front of the hub replicas that the
+    /// apiserver reaches the webhook through, when the hub runs in the hub cluster (as
+    /// deploy/hub does); its DNS name goes into the serving certificate.
+    #[arg(long, conflicts_with = "webhook_host", value_parser = parse_service)]
+    pub webhook_service: Option<(String, String)>,
     #[command(flatten)]
     pub ops: OpsArgs,
     #[command(flatten)]
@@ -300,6 +305,16 @@ pub enum KlusterletMode {
     Hosted,
 }
 
+/// `NAMESPACE/NAME` of a Service.
+fn parse_service(text: &str) -> Result<(String, String), String> {
+    match text.split_once('/') {
+        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((namespace.to_owned(), name.to_owned()))
+        }
+        _ => Err(format!("{text:?} is not NAMESPACE/NAME of a Service")),
+    }
+}
+
 /// A duration such as `90s`, `60m` or `1h 30m` (jiff's friendly format).
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let signed: k8s_openapi::jiff::SignedDuration = text
@@ -314,18 +329,34 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal()?;
     let (client, _) = instrumented_client(global).await.context("connect to the hub")?;
-    let host = args
-        .webhook_host
-        .clone()
-        .unwrap_or_else(|| args.webhook_bind.ip().to_string());
-    let webhook = flotilla_work::webhook::serve(args.webhook_bind, std::slice::from_ref(&host))
+    let endpoint = webhook_endpoint(args);
+    let host = endpoint.service_host().unwrap_or_else(|| {
+        args.webhook_host
+            .clone()
+            .unwrap_or_else(|| args.webhook_bind.ip().to_string())
+    });
+    // Every replica serves the one certificate kept in the hub namespace, so the registered
+    // caBundle holds whichever replica leads.
+    let certificate = flotilla_work::webhook::shared_certificate(
+        &client,
+        names::HUB_NAMESPACE,
+        std::slice::from_ref(&host),
+    )
+    .await
+    .context("get the webhook's serving certificate")?;
+    let webhook = flotilla_work::webhook::serve(args.webhook_bind, &certificate)
         .await
         .context("start the webhook server")?;
-    let url = format!(
-        "https://{host}:{}{}",
-        webhook.addr.port(),
-        flotilla_work::webhook::VALIDATE_PATH
-    );
+    eprintln!("flotilla hub: webhook server at https://{}", webhook.addr);
+    // A URL endpoint names each path; a Service reference takes the path beside it.
+    let at = |path: &str| match &endpoint {
+        flotilla_work::webhook::Endpoint::Url(_) => {
+            flotilla_work::webhook::Endpoint::Url(format!("https://{host}:{}{path}", webhook.addr.port()))
+        }
+        service => service.clone(),
+    };
+    let conversion_endpoint = at(flotilla_work::webhook::CONVERT_PATH);
+    let endpoint = at(flotilla_work::webhook::VALIDATE_PATH);
     let plugin_host = if args.no_plugin_host {
         None
     } else {
@@ -340,20 +371,25 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
         flotilla_work::admission::install(&client)
             .await
             .context("install the ManifestWork admission policy")?;
-        flotilla_work::webhook::register(&client, &url, &webhook.ca_pem)
+        flotilla_work::webhook::register_endpoint(&client, &endpoint, &webhook.ca_pem)
             .await
             .context("register the ManifestWork webhook")?;
-        eprintln!("flotilla hub: ManifestWork webhook at {url}");
-        let convert_url = format!(
-            "https://{host}:{}{}",
-            webhook.addr.port(),
-            flotilla_work::webhook::CONVERT_PATH
-        );
-        flotilla_work::webhook::register_conversion(&client, &convert_url, &webhook.ca_pem)
+        match &endpoint {
+            flotilla_work::webhook::Endpoint::Url(url) => {
+                eprintln!("flotilla hub: ManifestWork webhook at {url}")
+            }
+            flotilla_work::webhook::Endpoint::Service { namespace, name } => {
+                eprintln!("flotilla hub: ManifestWork webhook through Service {namespace}/{name}")
+            }
+        }
+        flotilla_work::webhook::register_conversion(&client, &conversion_endpoint, &webhook.ca_pem)
             .await
             .context("register the add-on conversion webhook")?;
-        let conversion =
-            flotilla_work::webhook::keep_conversion(client.clone(), convert_url, webhook.ca_pem.clone());
+        let conversion = flotilla_work::webhook::keep_conversion(
+            client.clone(),
+            conversion_endpoint.clone(),
+            webhook.ca_pem.clone(),
+        );
         tokio::select! {
             result = run_hub_controllers(client.clone(), args, plugin_host) => result,
             () = conversion => Ok(()),
@@ -366,6 +402,18 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
         }
     };
     leading(&client, args.leader.election(HUB_LEASE), until_stopped).await
+}
+
+/// Where the apiserver reaches the webhook: the `--webhook-service`, else a URL (its port
+/// known once the server listens).
+fn webhook_endpoint(args: &HubArgs) -> flotilla_work::webhook::Endpoint {
+    match &args.webhook_service {
+        Some((namespace, name)) => flotilla_work::webhook::Endpoint::Service {
+            namespace: namespace.clone(),
+            name: name.clone(),
+        },
+        None => flotilla_work::webhook::Endpoint::Url(String::new()),
+    }
 }
 
 /// Name of the hub replicas' leader lease.
@@ -501,4 +549,23 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = anyhow:
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_webhook_service_is_namespace_slash_name() {
+        assert_eq!(
+            parse_service("open-cluster-management-hub/flotilla-hub-webhook"),
+            Ok((
+                "open-cluster-management-hub".to_owned(),
+                "flotilla-hub-webhook".to_owned()
+            ))
+        );
+        for bad in ["", "name", "/name", "ns/", "a/b/c"] {
+            assert!(parse_service(bad).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -13,7 +13,7 @@
 //! | `flotilla_controller_reconcile_duration_seconds` | controller | reconcile latency |
 //! | `flotilla_controller_queue_depth` | controller | reconciles running now (kube-runtime's scheduler does not expose its queue; this is what waits on the apiserver) |
 //! | `flotilla_controller_cache_synced` | controller | 1 once the controller's cache has listed everything |
-//! | `flotilla_apiserver_requests_total` | verb, resource, code | API requests of the instrumented clients |
+//! | `flotilla_apiserver_requests_total` | verb, group, resource, code | API requests of the instrumented clients |
 //! | `flotilla_leader_election_is_leader` | lease | 1 while this process leads |
 
 use std::collections::BTreeMap;
@@ -46,6 +46,8 @@ struct OutcomeLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
     verb: String,
+    /// The API group (empty for the core group), so RBAC rules can be matched exactly.
+    group: String,
     resource: String,
     code: String,
 }
@@ -191,10 +193,11 @@ impl Metrics {
             .set(i64::from(leading));
     }
 
-    fn request(&self, verb: &str, resource: String, code: String) {
+    fn request(&self, verb: &str, group: String, resource: String, code: String) {
         self.requests
             .get_or_create(&RequestLabels {
                 verb: verb.to_owned(),
+                group,
                 resource,
                 code,
             })
@@ -267,7 +270,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let (verb, resource) = classify(request.method(), request.uri());
+        let (verb, group, resource) = classify(request.method(), request.uri());
         let response = self.inner.call(request);
         Box::pin(async move {
             let result = response.await;
@@ -275,20 +278,21 @@ where
                 Ok(response) => response.status().as_u16().to_string(),
                 Err(_) => "error".to_owned(),
             };
-            global().request(verb, resource, code);
+            global().request(verb, group, resource, code);
             result
         })
     }
 }
 
-/// The Kubernetes verb and resource (`managedclusters`, `leases`, `managedclusters/status`)
-/// of a request; paths outside the resource API (`/version`) are their own resource.
-fn classify(method: &http::Method, uri: &http::Uri) -> (&'static str, String) {
+/// The Kubernetes verb, API group and resource (`managedclusters`, `leases`,
+/// `managedclusters/status`) of a request; paths outside the resource API (`/version`) are
+/// their own resource.
+fn classify(method: &http::Method, uri: &http::Uri) -> (&'static str, String, String) {
     let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
-    let rest = match segments.as_slice() {
-        ["api", _version, rest @ ..] => rest,
-        ["apis", _group, _version, rest @ ..] => rest,
-        _ => return (verb(method, false, false), uri.path().to_owned()),
+    let (group, rest) = match segments.as_slice() {
+        ["api", _version, rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => return (verb(method, false, false), String::new(), uri.path().to_owned()),
     };
     let rest = match rest {
         ["namespaces", _namespace, inner @ ..] if !inner.is_empty() => inner,
@@ -303,7 +307,7 @@ fn classify(method: &http::Method, uri: &http::Uri) -> (&'static str, String) {
     let watch = uri
         .query()
         .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
-    (verb(method, named, watch), resource)
+    (verb(method, named, watch), group.to_owned(), resource)
 }
 
 fn verb(method: &http::Method, named: bool, watch: bool) -> &'static str {
@@ -324,36 +328,55 @@ mod tests {
     use super::*;
 
     #[test]
-    fn requests_are_classified_by_kubernetes_verb_and_resource() {
+    fn requests_are_classified_by_kubernetes_verb_group_and_resource() {
         let cases = [
-            ("GET", "/api/v1/namespaces", "list", "namespaces"),
-            ("GET", "/api/v1/namespaces/cluster1", "get", "namespaces"),
-            ("POST", "/api/v1/namespaces/c/configmaps", "create", "configmaps"),
+            ("GET", "/api/v1/namespaces", "list", "", "namespaces"),
+            ("GET", "/api/v1/namespaces/cluster1", "get", "", "namespaces"),
+            (
+                "POST",
+                "/api/v1/namespaces/c/configmaps",
+                "create",
+                "",
+                "configmaps",
+            ),
             (
                 "PATCH",
                 "/apis/cluster.open-cluster-management.io/v1/managedclusters/c1/status",
                 "patch",
+                "cluster.open-cluster-management.io",
                 "managedclusters/status",
             ),
             (
                 "PUT",
                 "/apis/coordination.k8s.io/v1/namespaces/hub/leases/flotilla-hub",
                 "update",
+                "coordination.k8s.io",
                 "leases",
             ),
             (
                 "GET",
                 "/apis/work.open-cluster-management.io/v1/namespaces/c1/manifestworks?watch=true&resourceVersion=5",
                 "watch",
+                "work.open-cluster-management.io",
                 "manifestworks",
             ),
-            ("DELETE", "/api/v1/namespaces/c/secrets/s", "delete", "secrets"),
-            ("GET", "/version", "list", "/version"),
+            (
+                "DELETE",
+                "/api/v1/namespaces/c/secrets/s",
+                "delete",
+                "",
+                "secrets",
+            ),
+            ("GET", "/version", "list", "", "/version"),
         ];
-        for (method, uri, verb, resource) in cases {
+        for (method, uri, verb, group, resource) in cases {
             let method: http::Method = method.parse().unwrap();
             let uri: http::Uri = uri.parse().unwrap();
-            assert_eq!(classify(&method, &uri), (verb, resource.to_owned()), "{uri}");
+            assert_eq!(
+                classify(&method, &uri),
+                (verb, group.to_owned(), resource.to_owned()),
+                "{uri}"
+            );
         }
     }
 }

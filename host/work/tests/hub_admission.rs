@@ -61,7 +61,8 @@ async fn hub_with_webhook() -> (
     init_tracing();
     let hub = flotilla_testing::shared("work-admission-hub").await.unwrap();
     let admin = hub.admin_client().await.unwrap();
-    let webhook = flotilla_work::webhook::serve("127.0.0.1:0".parse().unwrap(), &["127.0.0.1".to_owned()])
+    let certificate = flotilla_work::webhook::ServingCertificate::issue(&["127.0.0.1".to_owned()]).unwrap();
+    let webhook = flotilla_work::webhook::serve("127.0.0.1:0".parse().unwrap(), &certificate)
         .await
         .unwrap();
     (hub, admin, webhook)
@@ -178,7 +179,11 @@ async fn add_ons_convert_between_v1alpha1_and_v1beta1_through_the_hub_s_webhook(
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
     let (hub, admin, webhook) = hub_with_webhook().await;
-    let url = format!("https://{}{}", webhook.addr, flotilla_work::webhook::CONVERT_PATH);
+    let url = flotilla_work::webhook::Endpoint::Url(format!(
+        "https://{}{}",
+        webhook.addr,
+        flotilla_work::webhook::CONVERT_PATH
+    ));
     flotilla_work::webhook::register_conversion(&admin, &url, &webhook.ca_pem)
         .await
         .unwrap();

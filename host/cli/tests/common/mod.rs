@@ -149,13 +149,76 @@ pub fn hub_service_account(hub: &flotilla_testing::ControlPlane, state: &Path) -
     path
 }
 
+/// Applies deploy/klusterlet's service account and binding to `managed` and writes a
+/// kubeconfig of that service account into `state`: a klusterlet started with it runs with
+/// exactly the rights deploy/klusterlet grants.
+pub fn klusterlet_service_account(
+    managed: &flotilla_testing::ControlPlane,
+    state: &Path,
+    cluster: &str,
+) -> std::path::PathBuf {
+    use std::io::Write as _;
+    let manifests = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/klusterlet/klusterlet.yaml"
+    ))
+    .unwrap();
+    // The identity only: the Deployment would never run here (no kubelet).
+    let mut identity =
+        String::from("apiVersion: v1\nkind: Namespace\nmetadata: {name: open-cluster-management-agent}\n");
+    for document in manifests.split("\n---\n") {
+        if document.contains("kind: ServiceAccount") || document.contains("kind: ClusterRoleBinding") {
+            identity.push_str("---\n");
+            identity.push_str(document);
+            identity.push('\n');
+        }
+    }
+    let mut apply = managed
+        .kubectl()
+        .args(["apply", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    apply
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(identity.as_bytes())
+        .unwrap();
+    let applied = apply.wait_with_output().unwrap();
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let path = state.join(format!("{cluster}-klusterlet-sa.kubeconfig"));
+    let kubeconfig = managed
+        .kubeconfig_for(
+            "system:serviceaccount:open-cluster-management-agent:klusterlet",
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:open-cluster-management-agent",
+            ],
+        )
+        .unwrap();
+    std::fs::write(&path, kubeconfig).unwrap();
+    path
+}
+
 /// Starts `flotilla hub --kubeconfig KUBECONFIG ARGS` with its output in `log`.
 pub fn start_hub(kubeconfig: &Path, log: &Path, args: &[&str]) -> Running {
+    spawn_hub(kubeconfig, log, &[&["--disable-leader-election"], args].concat())
+}
+
+/// Starts `flotilla hub --kubeconfig KUBECONFIG ARGS` with its output in `log`, electing a
+/// leader through its Lease as a deployed replica does.
+pub fn spawn_hub(kubeconfig: &Path, log: &Path, args: &[&str]) -> Running {
     let file = std::fs::File::create(log).unwrap();
     Running(
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
             .arg("hub")
-            .arg("--disable-leader-election")
             .args(args)
             .arg("--kubeconfig")
             .arg(kubeconfig)
@@ -206,6 +269,12 @@ pub struct Fleet {
 impl Fleet {
     /// Starts it all; control planes are named `<prefix>-hub`, `<prefix>-cluster1`, ….
     pub async fn start(prefix: &str, join_args: &[&str]) -> Self {
+        Self::start_with(prefix, join_args, false).await
+    }
+
+    /// [`Fleet::start`]; `as_deployed` also has the hub elect a leader through its Lease and
+    /// the klusterlets run as deploy/klusterlet's service account, as deployed.
+    pub async fn start_with(prefix: &str, join_args: &[&str], as_deployed: bool) -> Self {
         use flotilla_testing::{ControlPlane, registry::Registry};
         let (hub, one, two, registry) = tokio::join!(
             ControlPlane::start(format!("{prefix}-hub")),
@@ -222,20 +291,19 @@ impl Fleet {
         let token = hub_token(&ok(flotilla_at(state, admin, &["init"])));
         let identity = hub_service_account(&hub, state);
         let cache = state.join("plugin-artifacts");
-        let hub_process = start_hub(
-            &identity,
-            &state.join("hub.log"),
-            &["--plugin-cache-dir", cache.to_str().unwrap()],
-        );
+        let hub_args = ["--plugin-cache-dir", cache.to_str().unwrap()];
+        let hub_process = if as_deployed {
+            spawn_hub(&identity, &state.join("hub.log"), &hub_args)
+        } else {
+            start_hub(&identity, &state.join("hub.log"), &hub_args)
+        };
         for (name, cp) in [("cluster1", &one), ("cluster2", &two)] {
-            ok(join_local(
-                state,
-                cp.admin_kubeconfig(),
-                hub.server(),
-                &token,
-                name,
-                join_args,
-            ));
+            let managed = if as_deployed {
+                klusterlet_service_account(cp, state, name)
+            } else {
+                cp.admin_kubeconfig().to_owned()
+            };
+            ok(join_local(state, &managed, hub.server(), &token, name, join_args));
         }
         ok(flotilla_at(
             state,
@@ -292,4 +360,34 @@ impl Fleet {
     pub fn admin(&self) -> &Path {
         self.hub.admin_kubeconfig()
     }
+
+    /// The hub's metrics and health address (`host:port`), as its log announces it.
+    pub async fn hub_ops(&self) -> String {
+        ops_address(&self.state().join("hub.log")).await
+    }
+
+    /// The metrics and health address of `cluster`'s klusterlet.
+    pub async fn klusterlet_ops(&self, cluster: &str) -> String {
+        ops_address(
+            &self
+                .state()
+                .join("klusterlets")
+                .join(cluster)
+                .join("klusterlet.log"),
+        )
+        .await
+    }
+}
+
+/// The metrics and health address (`host:port`) a `flotilla hub` or `klusterlet` announced in
+/// `log`, waiting for it.
+pub async fn ops_address(log: &Path) -> String {
+    for _ in 0..600 {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(rest) = text.split("metrics and health at http://").nth(1) {
+            return rest.split_whitespace().next().unwrap().to_owned();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("{} never announced its metrics address", log.display());
 }
