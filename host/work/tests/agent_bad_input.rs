@@ -109,21 +109,51 @@ async fn each_bad_manifest_fails_alone_with_a_message_while_the_others_apply() {
     assert_eq!(unknown.reason, "IncompleteResourceMeta");
 }
 
+/// A work executor: service account `name` of `namespace`.
+fn executor(namespace: &str, name: &str) -> Option<ManifestWorkExecutor> {
+    Some(ManifestWorkExecutor {
+        subject: ManifestWorkExecutorSubject {
+            service_account: Some(ManifestWorkSubjectServiceAccount {
+                namespace: namespace.into(),
+                name: name.into(),
+            }),
+            ..Default::default()
+        },
+    })
+}
+
+/// Grants service account `account` of `namespace` the Role `rules` there.
+async fn grant(client: &kube::Client, namespace: &str, account: &str, rules: Value) {
+    let role: Role = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": { "name": account, "namespace": namespace },
+        "rules": rules,
+    }))
+    .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": { "name": account, "namespace": namespace },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account },
+        "subjects": [{ "kind": "ServiceAccount", "name": account, "namespace": namespace }],
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn an_executor_without_permission_fails_every_manifest_with_the_reason() {
     let agent = start_agent("cluster-executor").await;
     let ns = "work-executor";
     namespace(&agent.managed, ns).await;
     let mut work = work("executor", vec![config_map(ns, "as-executor")]);
-    work.spec.executor = Some(ManifestWorkExecutor {
-        subject: ManifestWorkExecutorSubject {
-            service_account: Some(ManifestWorkSubjectServiceAccount {
-                namespace: ns.into(),
-                name: "nobody".into(),
-            }),
-            ..Default::default()
-        },
-    });
+    work.spec.executor = executor(ns, "nobody");
     agent.create(&work).await;
     let failed = agent.wait_condition("executor", "Applied", "False").await;
     let condition = manifest_condition(&failed, 0, "Applied").unwrap();
@@ -138,28 +168,9 @@ async fn an_executor_without_permission_fails_every_manifest_with_the_reason() {
     assert!(cms.get_opt("as-executor").await.unwrap().is_none());
 
     // Granted the permissions on the managed cluster, the retried work applies.
-    let role: Role = serde_json::from_value(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": { "name": "executor", "namespace": ns },
-        "rules": [{ "apiGroups": [""], "resources": ["configmaps"],
-                    "verbs": ["create", "update", "patch", "get", "delete"] }],
-    }))
-    .unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": { "name": "executor", "namespace": ns },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "executor" },
-        "subjects": [{ "kind": "ServiceAccount", "name": "nobody", "namespace": ns }],
-    }))
-    .unwrap();
-    Api::<Role>::namespaced(agent.managed.clone(), ns)
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    Api::<RoleBinding>::namespaced(agent.managed.clone(), ns)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    let configmaps = json!([{ "apiGroups": [""], "resources": ["configmaps"],
+        "verbs": ["create", "update", "patch", "get", "delete"] }]);
+    grant(&agent.managed, ns, "nobody", configmaps).await;
     agent.wait_condition("executor", "Applied", "True").await;
     assert!(cms.get_opt("as-executor").await.unwrap().is_some());
 }
@@ -179,29 +190,12 @@ async fn an_executor_may_not_grant_more_than_it_holds() {
             "rules": [{ "apiGroups": [""], "resources": [resource], "verbs": verbs }],
         })
     };
-    let mut powers: Role = serde_json::from_value(role("powers", "configmaps", &["get"])).unwrap();
-    powers.rules.get_or_insert_default().push(
-        serde_json::from_value(
-            json!({ "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"],
-            "verbs": ["create", "update", "patch", "get", "delete"] }),
-        )
-        .unwrap(),
-    );
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": { "name": "powers", "namespace": ns },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "powers" },
-        "subjects": [{ "kind": "ServiceAccount", "name": "limited", "namespace": ns }],
-    }))
-    .unwrap();
-    Api::<Role>::namespaced(agent.managed.clone(), ns)
-        .create(&PostParams::default(), &powers)
-        .await
-        .unwrap();
-    Api::<RoleBinding>::namespaced(agent.managed.clone(), ns)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    let powers = json!([
+        { "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"] },
+        { "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"],
+          "verbs": ["create", "update", "patch", "get", "delete"] },
+    ]);
+    grant(&agent.managed, ns, "limited", powers).await;
 
     let mut work = work(
         "escalation",
@@ -210,15 +204,7 @@ async fn an_executor_may_not_grant_more_than_it_holds() {
             role("beyond", "secrets", &["get"]),
         ],
     );
-    work.spec.executor = Some(ManifestWorkExecutor {
-        subject: ManifestWorkExecutorSubject {
-            service_account: Some(ManifestWorkSubjectServiceAccount {
-                namespace: ns.into(),
-                name: "limited".into(),
-            }),
-            ..Default::default()
-        },
-    });
+    work.spec.executor = executor(ns, "limited");
     agent.create(&work).await;
     let failed = agent.wait_condition("escalation", "Applied", "False").await;
     let within = manifest_condition(&failed, 0, "Applied").unwrap();

@@ -75,20 +75,33 @@ pub async fn wait_for_change(hosting: &kube::Client, namespace: &str, current: &
 
 /// The secret's kubeconfig text: `None` when the secret or its key is missing or empty.
 async fn read(hosting: &kube::Client, namespace: &str) -> Result<Option<String>> {
+    Ok(get_secret(hosting, namespace)
+        .await?
+        .as_ref()
+        .and_then(kubeconfig_text))
+}
+
+/// Secret `external-managed-kubeconfig` of `namespace` on the hosting cluster, if it exists.
+async fn get_secret(hosting: &kube::Client, namespace: &str) -> Result<Option<Secret>> {
     let name = EXTERNAL_MANAGED_KUBECONFIG_SECRET;
-    let secret = Api::<Secret>::namespaced(hosting.clone(), namespace)
+    Api::<Secret>::namespaced(hosting.clone(), namespace)
         .get_opt(name)
         .await
         .map_err(|source| Error::ReadExternalManagedKubeconfig {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             source,
-        })?;
-    Ok(secret
-        .and_then(|s| s.data)
-        .and_then(|data| data.get(KUBECONFIG_KEY).cloned())
+        })
+}
+
+/// The secret's non-empty kubeconfig text.
+fn kubeconfig_text(secret: &Secret) -> Option<String> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get(KUBECONFIG_KEY))
         .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned())
-        .filter(|text| !text.trim().is_empty()))
+        .filter(|text| !text.trim().is_empty())
 }
 
 /// One attempt of [`managed_client`].
@@ -99,31 +112,18 @@ async fn try_managed_client(hosting: &kube::Client, namespace: &str) -> Result<M
         name: name.to_owned(),
         problem,
     };
-    let secret = Api::<Secret>::namespaced(hosting.clone(), namespace)
-        .get_opt(name)
-        .await
-        .map_err(|source| Error::ReadExternalManagedKubeconfig {
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            source,
-        })?
-        .ok_or_else(|| {
-            problem(format!(
-                "does not exist; create it with key {KUBECONFIG_KEY:?} holding a kubeconfig of the managed cluster \
-                 (`flotilla join --mode hosted` writes it)"
-            ))
-        })?;
-    let text = secret
-        .data
-        .as_ref()
-        .and_then(|data| data.get(KUBECONFIG_KEY))
-        .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned())
-        .filter(|text| !text.trim().is_empty())
-        .ok_or_else(|| {
-            problem(format!(
-                "has no key {KUBECONFIG_KEY:?} with the managed cluster's kubeconfig"
-            ))
-        })?;
+    let missing = format!(
+        "does not exist; create it with key {KUBECONFIG_KEY:?} holding a kubeconfig of the managed cluster \
+         (`flotilla join --mode hosted` writes it)"
+    );
+    let secret = get_secret(hosting, namespace)
+        .await?
+        .ok_or_else(|| problem(missing))?;
+    let text = kubeconfig_text(&secret).ok_or_else(|| {
+        problem(format!(
+            "has no key {KUBECONFIG_KEY:?} with the managed cluster's kubeconfig"
+        ))
+    })?;
     let kubeconfig = Kubeconfig::from_yaml(&text).map_err(|e| {
         problem(format!(
             "key {KUBECONFIG_KEY:?} is not a kubeconfig: {}",
