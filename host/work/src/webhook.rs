@@ -671,6 +671,34 @@ mod tests {
         assert_eq!(Endpoint::Url("https://x".to_owned()).service_host(), None);
     }
 
+    #[rstest::rstest]
+    #[case::url(Endpoint::Url("https://10.0.0.1:9443/convert".into()), "service")]
+    #[case::service(Endpoint::Service { namespace: "hub".into(), name: "webhook".into() }, "url")]
+    fn the_conversion_goes_to_the_endpoint_and_drops_the_other_reference(
+        #[case] endpoint: Endpoint,
+        #[case] dropped: &str,
+    ) {
+        let patch = conversion_patch(&endpoint, "PEM");
+        let client = &patch["spec"]["conversion"]["webhook"]["clientConfig"];
+        assert_eq!(client[dropped], serde_json::Value::Null);
+        assert_eq!(patch["spec"]["conversion"]["strategy"], "Webhook");
+        // The CRD as the apiserver stores it after the patch (nulls removed) converts there.
+        let mut stored = patch["spec"]["conversion"].clone();
+        if let Some(config) = stored["webhook"]["clientConfig"].as_object_mut() {
+            config.remove(dropped);
+        }
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
+            "metadata": { "name": CONVERTED_CRDS[0] },
+            "spec": { "group": "g", "names": { "kind": "K", "plural": "ks" }, "scope": "Cluster",
+                      "versions": [], "conversion": stored },
+        }))
+        .unwrap();
+        assert!(converts_through(&crd, &endpoint, "PEM"));
+        assert!(!converts_through(&crd, &endpoint, "OTHER"));
+        let elsewhere = Endpoint::Url("https://10.0.0.2:9443/convert".into());
+        assert!(!converts_through(&crd, &elsewhere, "PEM"));
+    }
+
     #[test]
     fn the_configuration_trusts_the_ca_and_matches_work_writes() {
         let config = configuration("https://127.0.0.1:9443/validate-manifestwork", "PEM");
