@@ -206,15 +206,22 @@ async fn plugin_register_and_addon_enable_deploy_an_addon_that_get_addons_shows_
         "{table}"
     );
 
-    // `addon status`: the hub writes the health mode (helloworld: Lease), nothing has judged the
-    // lease (no klusterlet), and the plugin has not failed.
-    let shown = wait::until("addon status shows the Lease health mode", TIMEOUT, || async {
-        let text = ok(flotilla(
-            kubeconfig,
-            &["addon", "status", "helloworld", "--cluster", "cluster1"],
-        ));
-        Ok::<_, String>(text.contains("Health:          Lease").then_some(text))
-    })
+    // `addon status`: the hub writes the health mode (helloworld: Lease) and, from its own
+    // controller, ManifestApplied; nothing has judged the lease (no klusterlet), and the plugin
+    // has not failed.
+    let shown = wait::until(
+        "addon status shows the Lease health mode and ManifestApplied",
+        TIMEOUT,
+        || async {
+            let text = ok(flotilla(
+                kubeconfig,
+                &["addon", "status", "helloworld", "--cluster", "cluster1"],
+            ));
+            Ok::<_, String>(
+                (text.contains("Health:          Lease") && text.contains("ManifestApplied")).then_some(text),
+            )
+        },
+    )
     .await
     .unwrap();
     for expected in [
