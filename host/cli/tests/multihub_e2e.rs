@@ -152,15 +152,7 @@ async fn one_cluster_serves_two_hubs_through_two_klusterlets_that_never_touch_ea
         "{text}"
     );
 
-    // Joining the same hub again through the same namespace is fine; hub B follows the advice.
-    ok(join_local(
-        state,
-        admin_m,
-        hub_a.server(),
-        &token_a,
-        CLUSTER,
-        &["--agent-namespace", AGENT_A],
-    ));
+    // Hub B follows the advice.
     ok(join_local(
         state,
         admin_m,
@@ -187,6 +179,24 @@ async fn one_cluster_serves_two_hubs_through_two_klusterlets_that_never_touch_ea
         )
         .await;
     }
+    // Joining the same hub again through the same namespace is fine: the restarted klusterlet
+    // keeps its identity. (Before acceptance it would make a new request, which `accept` may
+    // not have seen yet.)
+    ok(join_local(
+        state,
+        admin_m,
+        hub_a.server(),
+        &token_a,
+        CLUSTER,
+        &["--agent-namespace", AGENT_A],
+    ));
+    eventually(
+        "still joined and available after joining hub A again",
+        &log_a,
+        async || clusters_a.get_opt(CLUSTER).await.unwrap(),
+        |c| c.as_ref().is_some_and(available),
+    )
+    .await;
     // A claim on the managed cluster, which neither klusterlet may remove.
     let claims: Api<ClusterClaim> = Api::all(m.clone());
     let claim: ClusterClaim = serde_json::from_value(serde_json::json!({
