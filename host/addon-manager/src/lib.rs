@@ -49,6 +49,26 @@ use kube::Client;
 
 pub use error::{Error, Result};
 
+/// The ManagedClusterAddOns of add-on `name` (one per cluster): what a change of its
+/// ClusterManagementAddOn or AddOnPlugin re-reconciles.
+pub(crate) fn addons_named(
+    store: &kube::runtime::reflector::Store<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
+    name: &str,
+) -> Vec<kube::runtime::reflector::ObjectRef<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>> {
+    use kube::ResourceExt as _;
+    select(store, |a| a.name_any() == name)
+}
+
+/// The ManagedClusterAddOns in the namespace of cluster `cluster`: what a change of its
+/// ManagedCluster re-reconciles.
+pub(crate) fn addons_of_cluster(
+    store: &kube::runtime::reflector::Store<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
+    cluster: &str,
+) -> Vec<kube::runtime::reflector::ObjectRef<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>> {
+    use kube::ResourceExt as _;
+    select(store, |a| a.namespace().as_deref() == Some(cluster))
+}
+
 /// The objects in `store` matching `keep`, as references to reconcile: how a watch on one
 /// kind maps to the objects of another that depend on it.
 pub(crate) fn select<K>(

@@ -104,22 +104,15 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         // rollout controller writes at every step, must not re-render all its add-ons.
         .watches_stream(
             cma_stream.predicate_filter(predicates::annotations, PredicateConfig::default()),
-            move |cma| {
-                let name = cma.name_any();
-                crate::select(&by_cma, |a| a.name_any() == name)
-            },
+            move |cma| crate::addons_named(&by_cma, &cma.name_any()),
         )
         .watches(
             Api::<AddOnPlugin>::all(client.clone()),
             watcher::Config::default(),
-            move |plugin| {
-                let name = crate::plugin::addon_name(&plugin);
-                crate::select(&by_plugin, |a| a.name_any() == name)
-            },
+            move |plugin| crate::addons_named(&by_plugin, &crate::plugin::addon_name(&plugin)),
         )
         .watches_stream(cluster_stream, move |cluster| {
-            let name = cluster.name_any();
-            crate::select(&by_cluster, |a| a.namespace().as_deref() == Some(name.as_str()))
+            crate::addons_of_cluster(&by_cluster, &cluster.name_any())
         });
     let context = Arc::new(Context {
         client,

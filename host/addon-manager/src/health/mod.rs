@@ -133,18 +133,12 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         .watches(
             Api::<AddOnPlugin>::all(client.clone()),
             watcher::Config::default(),
-            move |plugin| {
-                let name = crate::plugin::addon_name(&plugin);
-                crate::select(&by_plugin, |a| a.name_any() == name)
-            },
+            move |plugin| crate::addons_named(&by_plugin, &crate::plugin::addon_name(&plugin)),
         )
         .watches(
             Api::<ManagedCluster>::all(client.clone()),
             watcher::Config::default(),
-            move |cluster| {
-                let name = cluster.name_any();
-                crate::select(&by_cluster, |a| a.namespace().as_deref() == Some(name.as_str()))
-            },
+            move |cluster| crate::addons_of_cluster(&by_cluster, &cluster.name_any()),
         );
     let context = Arc::new(Context {
         client,

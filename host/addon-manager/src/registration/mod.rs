@@ -68,18 +68,12 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         .watches(
             Api::<ClusterManagementAddOn>::all(client.clone()),
             watcher::Config::default(),
-            move |cma| {
-                let name = cma.name_any();
-                crate::select(&by_cma, |a| a.name_any() == name)
-            },
+            move |cma| crate::addons_named(&by_cma, &cma.name_any()),
         )
         .watches(
             Api::<AddOnPlugin>::all(client.clone()),
             watcher::Config::default(),
-            move |plugin| {
-                let name = crate::plugin::addon_name(&plugin);
-                crate::select(&by_plugin, |a| a.name_any() == name)
-            },
+            move |plugin| crate::addons_named(&by_plugin, &crate::plugin::addon_name(&plugin)),
         );
     let context = Arc::new(Context {
         client,

@@ -216,13 +216,10 @@ async fn credential(
             Some(CsrState::Denied { reason, message } | CsrState::Failed { reason, message }) => {
                 let csr = pending.csr.clone();
                 state.pending.remove(key);
-                let message = format!("CSR {csr} was not issued ({reason}): {message}");
-                report(
+                report_failed(
                     hub,
                     addon,
-                    conditions::FALSE,
-                    mc::REASON_CLIENT_CERTIFICATE_UPDATE_FAILED,
-                    message,
+                    format!("CSR {csr} was not issued ({reason}): {message}"),
                 )
                 .await;
                 // A new request waits for the next pass.
@@ -235,13 +232,10 @@ async fn credential(
                     Ok(info) => info,
                     Err(problem) => {
                         state.pending.remove(key);
-                        let message = format!("CSR {csr} issued an unusable certificate: {problem}");
-                        report(
+                        report_failed(
                             hub,
                             addon,
-                            conditions::FALSE,
-                            mc::REASON_CLIENT_CERTIFICATE_UPDATE_FAILED,
-                            message,
+                            format!("CSR {csr} issued an unusable certificate: {problem}"),
                         )
                         .await;
                         return Ok(());
@@ -462,6 +456,18 @@ async fn remove_unwanted(ctx: &Context, wanted: &BTreeSet<Key>) -> Result<(), Pa
 
 /// Sets `ClusterCertificateRotated` on the add-on; failures are only logged (the condition is
 /// informational, and the next rotation writes it again).
+/// [`report`]s `ClusterCertificateRotated` False, `ClientCertificateUpdateFailed`.
+async fn report_failed(hub: &HubIdentity, addon: &ManagedClusterAddOn, message: String) {
+    report(
+        hub,
+        addon,
+        conditions::FALSE,
+        mc::REASON_CLIENT_CERTIFICATE_UPDATE_FAILED,
+        message,
+    )
+    .await;
+}
+
 async fn report(hub: &HubIdentity, addon: &ManagedClusterAddOn, status: &str, reason: &str, message: String) {
     let api: Api<ManagedClusterAddOn> =
         Api::namespaced(hub.client.clone(), &addon.namespace().unwrap_or_default());
