@@ -240,35 +240,46 @@ async fn disable(global: &GlobalArgs, args: &DisableArgs) -> anyhow::Result<()> 
 }
 
 /// Changes the placements of add-on `name`'s install strategy with `edit` and writes them back
-/// (type `Placements`, also with none left), guarded by the resourceVersion read.
+/// (type `Placements`, also with none left), guarded by the resourceVersion read. The hub's own
+/// controllers write the ClusterManagementAddOn too: on a conflict it is read and edited again.
 async fn edit_placements(
     hub: &kube::Client,
     name: &str,
-    edit: impl FnOnce(&mut Vec<PlacementStrategy>),
+    edit: impl Fn(&mut Vec<PlacementStrategy>),
 ) -> anyhow::Result<()> {
+    const ATTEMPTS: usize = 5;
     let api: Api<ClusterManagementAddOn> = Api::all(hub.clone());
-    let Some(cma) = api.get_opt(name).await? else {
-        bail!(
-            "no ClusterManagementAddOn {name:?} on this hub: register its plugin first \
-             (`flotilla plugin register {name} --oci REF`)"
-        );
-    };
-    let mut strategy = cma.spec.install_strategy.clone();
-    edit(&mut strategy.placements);
-    // `Placements` even when none remain: the hub then removes the add-ons it installed, where
-    // `Manual` would leave them in place (as OCM does).
-    strategy.type_ = InstallStrategyType::Placements;
-    // An empty list is left out of the type's JSON, but a merge patch must say it to clear it.
-    let mut install_strategy = serde_json::to_value(&strategy)?;
-    install_strategy["placements"] = serde_json::to_value(&strategy.placements)?;
-    let patch = json!({
-        "metadata": { "resourceVersion": cma.resource_version() },
-        "spec": { "installStrategy": install_strategy },
-    });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .with_context(|| format!("update the install strategy of add-on {name:?}"))?;
-    Ok(())
+    for attempt in 1..=ATTEMPTS {
+        let Some(cma) = api.get_opt(name).await? else {
+            bail!(
+                "no ClusterManagementAddOn {name:?} on this hub: register its plugin first \
+                 (`flotilla plugin register {name} --oci REF`)"
+            );
+        };
+        let mut strategy = cma.spec.install_strategy.clone();
+        edit(&mut strategy.placements);
+        // `Placements` even when none remain: the hub then removes the add-ons it installed, where
+        // `Manual` would leave them in place (as OCM does).
+        strategy.type_ = InstallStrategyType::Placements;
+        // An empty list is left out of the type's JSON, but a merge patch must say it to clear it.
+        let mut install_strategy = serde_json::to_value(&strategy)?;
+        install_strategy["placements"] = serde_json::to_value(&strategy.placements)?;
+        let patch = json!({
+            "metadata": { "resourceVersion": cma.resource_version() },
+            "spec": { "installStrategy": install_strategy },
+        });
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 && attempt < ATTEMPTS => continue,
+            Err(error) => {
+                return Err(error).with_context(|| format!("update the install strategy of add-on {name:?}"));
+            }
+        }
+    }
+    bail!("ClusterManagementAddOn {name:?} kept changing under {ATTEMPTS} attempts to edit it; try again")
 }
 
 /// `flotilla get addons`: one row per add-on and cluster.
