@@ -7,8 +7,9 @@
 //!   `ManifestApplied`, its last good ManifestWork (and what the klusterlet applied from it)
 //!   stays, and the healthy add-on keeps working and rolls out a config change.
 //! - Bad input, each with a clear condition and nothing lost: a config reference to a missing
-//!   object, an unsupported config type, plugin output over the size limit, a Placement that
-//!   does not exist, two AddOnPlugins claiming one add-on.
+//!   object, an unsupported config type, two AddOnPlugins claiming one add-on, plugin output over
+//!   the size limit, plugin output that is not a Kubernetes object (not JSON, no kind, no name),
+//!   a Placement that does not exist.
 //!
 //! Both tests share one fleet (see [`fleet`]): the hostile add-ons live on cluster1, the bad
 //! input on cluster2, each under names of its own.
@@ -143,6 +144,16 @@ async fn await_condition(
         },
     )
     .await
+}
+
+/// Waits until the ClusterManagementAddOn a registered plugin drives exists.
+async fn await_cma(fleet: &Fleet, hub: &Client, addon: &str) {
+    let api: Api<ClusterManagementAddOn> = Api::all(hub.clone());
+    await_that(fleet, &format!("ClusterManagementAddOn {addon}"), || async {
+        let cma = api.get_opt(addon).await.map_err(|e| e.to_string())?;
+        Ok(cma.map(|_| ()))
+    })
+    .await;
 }
 
 /// Waits until the add-on's deploy work on `cluster` exists and satisfies `check`.
@@ -286,14 +297,7 @@ async fn hostile_plugins_report_their_faults_keep_their_last_good_work_and_a_hea
         &[],
     );
     deployment_config(&hub, "steady-settings", "settings", "2").await;
-    await_that(&fleet, "steady's ClusterManagementAddOn", || async {
-        let cma = Api::<ClusterManagementAddOn>::all(hub.clone())
-            .get_opt(healthy)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(cma.map(|_| ()))
-    })
-    .await;
+    await_cma(&fleet, &hub, healthy).await;
     enable(
         &fleet,
         healthy,
@@ -319,14 +323,7 @@ async fn hostile_plugins_report_their_faults_keep_their_last_good_work_and_a_hea
         register(&fleet, addon, &good, &[]);
     }
     for (addon, _, _) in hostile {
-        await_that(&fleet, &format!("{addon}'s ClusterManagementAddOn"), || async {
-            let cma = Api::<ClusterManagementAddOn>::all(hub.clone())
-                .get_opt(addon)
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(cma.map(|_| ()))
-        })
-        .await;
+        await_cma(&fleet, &hub, addon).await;
         enable(&fleet, addon, cluster, &[]);
     }
     let mut last_good = Vec::new();
@@ -384,14 +381,7 @@ async fn bad_input_gets_a_clear_condition_and_loses_nothing() {
         &[],
     );
     deployment_config(&hub, "bad-input", "settings", "3").await;
-    await_that(&fleet, "tunable's ClusterManagementAddOn", || async {
-        let cma = Api::<ClusterManagementAddOn>::all(hub.clone())
-            .get_opt(addon)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(cma.map(|_| ()))
-    })
-    .await;
+    await_cma(&fleet, &hub, addon).await;
     enable(
         &fleet,
         addon,
@@ -505,14 +495,7 @@ async fn bad_input_gets_a_clear_condition_and_loses_nothing() {
         &push(&fleet, plugins::REVISION_B, "oversized-good"),
         &[],
     );
-    await_that(&fleet, "oversized's ClusterManagementAddOn", || async {
-        let cma = Api::<ClusterManagementAddOn>::all(hub.clone())
-            .get_opt(big)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(cma.map(|_| ()))
-    })
-    .await;
+    await_cma(&fleet, &hub, big).await;
     enable(&fleet, big, cluster, &[]);
     let good = await_deployed(&fleet, &hub, cluster, big).await;
     register(&fleet, big, &push(&fleet, plugins::HOSTILE_OUTPUT, big), &[]);
@@ -523,6 +506,40 @@ async fn bad_input_gets_a_clear_condition_and_loses_nothing() {
     assert_fault(&too_big, "5000");
     let kept = work(&hub, cluster, big).await.expect("the last good work stays");
     assert_eq!(kept.resource_version(), good.resource_version());
+    assert!(revision_config_map(&two).await);
+
+    // Plugin output that is not a Kubernetes object: each add-on's good revision stays deployed.
+    // hostile-malformed picks its answer by the add-on's name.
+    let malformed = [
+        ("malformed-not-json", "object 0: not JSON"),
+        ("malformed-no-kind", "object 0: missing apiVersion or kind"),
+        ("malformed-no-name", "object 0: missing metadata.name"),
+    ];
+    let good_revision = push(&fleet, plugins::REVISION_B, "malformed-good");
+    for (name, _) in malformed {
+        register(&fleet, name, &good_revision, &[]);
+    }
+    for (name, _) in malformed {
+        await_cma(&fleet, &hub, name).await;
+        enable(&fleet, name, cluster, &[]);
+    }
+    let mut good_works = Vec::new();
+    for (name, _) in malformed {
+        good_works.push(await_deployed(&fleet, &hub, cluster, name).await);
+    }
+    let bad_revision = push(&fleet, plugins::HOSTILE_MALFORMED, "malformed");
+    for (name, _) in malformed {
+        register(&fleet, name, &bad_revision, &[]);
+    }
+    for ((name, fault), good) in malformed.iter().zip(&good_works) {
+        let refused = await_condition(&fleet, &hub, cluster, name, "ManifestApplied", |c| {
+            c.status == "False"
+        })
+        .await;
+        assert_fault(&refused, fault);
+        let kept = work(&hub, cluster, name).await.expect("the last good work stays");
+        assert_eq!(kept.resource_version(), good.resource_version(), "{name}");
+    }
     assert!(revision_config_map(&two).await);
 
     // A Placement that does not exist, next to one that does: the missing one is named in its
@@ -557,10 +574,7 @@ async fn bad_input_gets_a_clear_condition_and_loses_nothing() {
         &["clusterset", "bind", "global", "--namespace", "bad-input"],
     ));
     let cmas: Api<ClusterManagementAddOn> = Api::all(hub.clone());
-    await_that(&fleet, "placed's ClusterManagementAddOn", || async {
-        Ok(cmas.get_opt(placed).await.map_err(|e| e.to_string())?.map(|_| ()))
-    })
-    .await;
+    await_cma(&fleet, &hub, placed).await;
     cmas.patch(
         placed,
         &PatchParams::default(),

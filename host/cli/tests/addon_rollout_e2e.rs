@@ -437,7 +437,9 @@ async fn a_progressive_config_rollout_through_real_klusterlets_keeps_to_max_conc
         "the last known good config is still the second one"
     );
 
-    // cluster1 and cluster2 were released the change (their klusterlets never applied it);
+    // The hub writes the add-ons of a rollout step before the CMA status that reports it, so
+    // had the timeouts not stopped the rollout, cluster3 and cluster4 would show the release by
+    // now. cluster1 and cluster2 were released the change (their klusterlets never applied it);
     // cluster3 and cluster4 never were and keep the second config, in the add-on status and in
     // the Deployment their klusterlets applied.
     for (index, cluster) in CLUSTERS.iter().enumerate() {

@@ -31,6 +31,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("HOSTILE_LIAR", "hostile-liar"),
     ("HOSTILE_DESCRIBE_TRAP", "hostile-describe-trap"),
     ("HOSTILE_PROBE_TRAP", "hostile-probe-trap"),
+    ("HOSTILE_MALFORMED", "hostile-malformed"),
 ];
 
 /// Environment of the outer build that must not leak into the nested one.

@@ -407,6 +407,38 @@ async fn oversized_output_is_refused_by_count_and_by_bytes() {
 }
 
 #[tokio::test]
+async fn manifests_that_are_not_kubernetes_objects_are_invalid_output_naming_what_is_wrong() {
+    let limits = hostile_limits();
+    let plugin = load("malformed", plugins::HOSTILE_MALFORMED, limits)
+        .await
+        .unwrap();
+    let (c, bound) = (cluster("cluster1"), hang_bound(&limits));
+    // The plugin picks its answer by the add-on's name.
+    for (name, reason) in [
+        ("m-not-json", "object 0: not JSON"),
+        ("m-no-kind", "object 0: missing apiVersion or kind"),
+        ("m-no-name", "object 0: missing metadata.name"),
+        ("m-array", "object 0: not a JSON object"),
+    ] {
+        let err = ends_within(bound, plugin.manifests(&c, &addon(name), &[]))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::InvalidOutput {
+                    hook: Hook::Manifests,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(err.fault(), Fault::InvalidOutput);
+        assert!(err.to_string().contains(reason), "{name}: {err}");
+    }
+}
+
+#[tokio::test]
 async fn a_log_flood_is_bounded_and_the_answer_still_arrives() {
     let limits = hostile_limits();
     let plugin = load(
