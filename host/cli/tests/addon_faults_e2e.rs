@@ -261,6 +261,30 @@ async fn revision_config_map(managed: &Client) -> bool {
         .is_some()
 }
 
+/// Waits until AddOnPlugin `name` is `Degraded` True with `reason` (`<Hook><FaultKind>`, as the
+/// plugin host names a runtime fault of the serving revision); returns the condition.
+async fn await_degraded(fleet: &Fleet, hub: &Client, name: &str, reason: &str) -> Condition {
+    let api: Api<AddOnPlugin> = Api::all(hub.clone());
+    await_that(
+        fleet,
+        &format!("AddOnPlugin {name} Degraded {reason}"),
+        || async {
+            let plugin = api.get_opt(name).await.map_err(|e| e.to_string())?;
+            let degraded = plugin
+                .and_then(|p| p.status)
+                .map(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|c| c.type_ == "Degraded");
+            match degraded {
+                Some(c) if c.status == "True" && c.reason == reason => Ok(Some(c)),
+                other => Err(format!("Degraded: {other:?}")),
+            }
+        },
+    )
+    .await
+}
+
 /// Asserts the fault condition the in-process tests show: `ManifestApplied` False
 /// `ManifestWorkApplyFailed`, the message naming the failed plugin call and `fault`.
 fn assert_fault(condition: &Condition, fault: &str) {
@@ -309,34 +333,51 @@ async fn hostile_plugins_report_their_faults_keep_their_last_good_work_and_a_hea
 
     // Each hostile add-on runs a good revision first.
     let good = push(&fleet, plugins::REVISION_B, "revision-b");
+    // (add-on, component, what the add-on's condition names, the plugin's Degraded reason)
     let hostile = [
         (
             "faulty-trap",
             plugins::HOSTILE_TRAP,
             "hostile-trap: panic in manifests",
+            "ManifestsTrap",
         ),
-        ("faulty-loop", plugins::HOSTILE_LOOP, "timed out"),
-        ("faulty-memory", plugins::HOSTILE_MEMORY, "memory"),
-        ("faulty-stack", plugins::HOSTILE_STACK, "stack overflow"),
+        (
+            "faulty-loop",
+            plugins::HOSTILE_LOOP,
+            "timed out",
+            "ManifestsTimeout",
+        ),
+        (
+            "faulty-memory",
+            plugins::HOSTILE_MEMORY,
+            "memory",
+            "ManifestsMemory",
+        ),
+        (
+            "faulty-stack",
+            plugins::HOSTILE_STACK,
+            "stack overflow",
+            "ManifestsStackOverflow",
+        ),
     ];
-    for (addon, _, _) in hostile {
+    for (addon, _, _, _) in hostile {
         register(&fleet, addon, &good, &[]);
     }
-    for (addon, _, _) in hostile {
+    for (addon, _, _, _) in hostile {
         await_cma(&fleet, &hub, addon).await;
         enable(&fleet, addon, cluster, &[]);
     }
     let mut last_good = Vec::new();
-    for (addon, _, _) in hostile {
+    for (addon, _, _, _) in hostile {
         last_good.push(await_deployed(&fleet, &hub, cluster, addon).await);
     }
     assert!(revision_config_map(&one).await, "the good revision is applied");
 
     // Then the hostile revision under the same add-on.
-    for (addon, path, _) in hostile {
+    for (addon, path, _, _) in hostile {
         register(&fleet, addon, &push(&fleet, path, addon), &[]);
     }
-    for ((addon, _, fault), good_work) in hostile.iter().zip(&last_good) {
+    for ((addon, _, fault, reason), good_work) in hostile.iter().zip(&last_good) {
         let condition = await_condition(&fleet, &hub, cluster, addon, "ManifestApplied", |c| {
             c.status == "False"
         })
@@ -350,6 +391,8 @@ async fn hostile_plugins_report_their_faults_keep_their_last_good_work_and_a_hea
             good_work.resource_version(),
             "{addon}: the last good work is untouched"
         );
+        // The plugin's own status names the fault too.
+        await_degraded(&fleet, &hub, addon, reason).await;
     }
     assert!(
         revision_config_map(&one).await,
@@ -504,6 +547,7 @@ async fn bad_input_gets_a_clear_condition_and_loses_nothing() {
     })
     .await;
     assert_fault(&too_big, "5000");
+    await_degraded(&fleet, &hub, big, "ManifestsOutputTooLarge").await;
     let kept = work(&hub, cluster, big).await.expect("the last good work stays");
     assert_eq!(kept.resource_version(), good.resource_version());
     assert!(revision_config_map(&two).await);
@@ -539,6 +583,7 @@ async fn bad_input_gets_a_clear_condition_and_loses_nothing() {
         assert_fault(&refused, fault);
         let kept = work(&hub, cluster, name).await.expect("the last good work stays");
         assert_eq!(kept.resource_version(), good.resource_version(), "{name}");
+        await_degraded(&fleet, &hub, name, "ManifestsInvalidOutput").await;
     }
     assert!(revision_config_map(&two).await);
 
