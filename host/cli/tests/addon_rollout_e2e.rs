@@ -4,8 +4,9 @@
 //! installed through a Placements install strategy with an AddOnDeploymentConfig and rollout
 //! strategy Progressive (`maxConcurrency` 2, `maxFailures` 0).
 //!
-//! A config change is released batch by batch: a watch on the ManagedClusterAddOns sees every
-//! change the API server makes and never more than `maxConcurrency` clusters in flight, and
+//! A config change is released batch by batch: watches on the ManagedClusterAddOns and on their
+//! ManifestWorks see every change the API server makes and never more than `maxConcurrency`
+//! clusters in flight (released and not yet applied; works not yet applied by the klusterlet), and
 //! every cluster ends with the new value in the agent Deployment its klusterlet applied. Then
 //! the klusterlets of cluster1 and cluster2 are stopped: their works never apply within
 //! `progressDeadline`, the timeouts count toward `maxFailures`, the rollout stops before
@@ -33,7 +34,9 @@ use std::{
 };
 
 use common::{Klusterlets, Running, flotilla_at, hub_service_account, hub_token, join_local, ok, start_hub};
+use flotilla_api::addon::consts::ADDON_NAME_LABEL;
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, InstallProgression, ManagedClusterAddOn};
+use flotilla_api::work::v1::ManifestWork;
 use flotilla_test_plugins as plugins;
 use flotilla_testing::{ControlPlane, registry::Registry, wait};
 use futures::TryStreamExt as _;
@@ -288,6 +291,31 @@ fn watch_in_flight(hub: Client) -> Arc<AtomicUsize> {
     most
 }
 
+/// Watches the add-on's ManifestWorks and records the most clusters whose klusterlet had not yet
+/// applied the work's current generation (`Applied` True at `metadata.generation`) at once.
+fn watch_works_in_flight(hub: Client) -> Arc<AtomicUsize> {
+    let most = Arc::new(AtomicUsize::new(0));
+    let recorded = Arc::clone(&most);
+    tokio::spawn(async move {
+        let api: Api<ManifestWork> = Api::all(hub);
+        let config = watcher::Config::default().labels(&format!("{ADDON_NAME_LABEL}={ADDON}"));
+        let mut events = std::pin::pin!(watcher(api, config).applied_objects());
+        let mut in_flight: BTreeMap<String, bool> = BTreeMap::new();
+        while let Ok(Some(work)) = events.try_next().await {
+            let generation = work.metadata.generation;
+            let applied = work.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Applied" && c.status == "True" && c.observed_generation == generation
+                })
+            });
+            in_flight.insert(work.namespace().unwrap_or_default(), !applied);
+            let now = in_flight.values().filter(|f| **f).count();
+            recorded.fetch_max(now, Ordering::SeqCst);
+        }
+    });
+    most
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_progressive_config_rollout_through_real_klusterlets_keeps_to_max_concurrency_and_stops_at_max_failures()
  {
@@ -387,6 +415,7 @@ async fn a_progressive_config_rollout_through_real_klusterlets_keeps_to_max_conc
 
     // A config change, watched while it rolls out.
     let most = watch_in_flight(hub.clone());
+    let most_works = watch_works_in_flight(hub.clone());
     set_log_level(&hub, "2").await;
     let second = await_progression(&fleet, &hub, "config change completed", |p| {
         desired_hash(p).is_some_and(|h| h != first_hash) && completed(p)
@@ -399,11 +428,15 @@ async fn a_progressive_config_rollout_through_real_klusterlets_keeps_to_max_conc
         "{message}"
     );
     await_log_level_everywhere(&fleet, &clients, "2").await;
-    let most = most.load(Ordering::SeqCst);
-    println!("most add-ons in flight at once: {most}");
+    let (most, most_works) = (most.load(Ordering::SeqCst), most_works.load(Ordering::SeqCst));
+    println!("most add-ons in flight at once: {most}; most works not yet applied at once: {most_works}");
     assert!(
         (1..=MAX_CONCURRENCY).contains(&most),
-        "never more than maxConcurrency ({MAX_CONCURRENCY}) in flight, saw {most}"
+        "never more than maxConcurrency ({MAX_CONCURRENCY}) add-ons in flight, saw {most}"
+    );
+    assert!(
+        (1..=MAX_CONCURRENCY).contains(&most_works),
+        "never more than maxConcurrency ({MAX_CONCURRENCY}) works awaiting their klusterlet, saw {most_works}"
     );
 
     // The klusterlets of cluster1 and cluster2 stop: their works never apply within
