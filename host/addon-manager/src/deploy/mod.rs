@@ -19,7 +19,7 @@ mod reconcile;
 
 use std::sync::Arc;
 
-use flotilla_api::addon::consts::ADDON_NAME_LABEL;
+use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
@@ -63,12 +63,35 @@ fn slim_cluster(cluster: &mut ManagedCluster) {
     }
 }
 
+/// Status conditions other writers own: the registration and health controllers and the
+/// klusterlet. Their changes never change what the deploy renders.
+const OTHERS_CONDITIONS: &[&str] = &[
+    mca::CONDITION_AVAILABLE,
+    mca::CONDITION_REGISTRATION_APPLIED,
+    mca::CONDITION_CLUSTER_CERTIFICATE_ROTATED,
+];
+
+/// What of an add-on the deploy reads: all of it but the status parts others write
+/// (registrations, namespace, health check and their conditions) and the resourceVersion.
+fn deploy_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
+    let mut addon = addon.clone();
+    addon.metadata.resource_version = None;
+    addon.metadata.managed_fields = None;
+    if let Some(status) = addon.status.as_mut() {
+        status.registrations.clear();
+        status.namespace.clear();
+        status.health_check = Default::default();
+        status
+            .conditions
+            .retain(|c| !OTHERS_CONDITIONS.contains(&c.type_.as_str()));
+    }
+    crate::hash_of(&addon)
+}
+
 /// Runs the controller until dropped.
 pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
-    let controller = Controller::new(
-        Api::<ManagedClusterAddOn>::all(client.clone()),
-        watcher::Config::default(),
-    );
+    let (addons, addon_changes) = crate::addon_triggers(&client, deploy_inputs);
+    let controller = Controller::for_stream(addon_changes, addons);
     let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), controller.store());
     // The clusters and CMAs a reconcile reads come from these caches, not a GET each time.
     let (clusters, cluster_writer) = reflector::store();

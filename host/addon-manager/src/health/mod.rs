@@ -18,7 +18,7 @@ mod reconcile;
 
 use std::sync::Arc;
 
-use flotilla_api::addon::consts::ADDON_NAME_LABEL;
+use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
 use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
@@ -114,12 +114,24 @@ pub(crate) fn probe_feedback<'a>(
     }
 }
 
+/// What of an add-on the health check reads or owns: its spec and metadata, its install
+/// namespace, whether `ManifestApplied` exists yet, and its own health check and `Available`.
+fn health_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
+    let status = addon.status.as_ref();
+    crate::hash_of(&(
+        addon.metadata.generation,
+        addon.metadata.deletion_timestamp.is_some(),
+        &addon.metadata.annotations,
+        status.map(|s| (&s.namespace, &s.health_check)),
+        crate::conditions_of(addon, &[mca::CONDITION_MANIFEST_APPLIED]).count(),
+        crate::conditions_of(addon, &[mca::CONDITION_AVAILABLE]).collect::<Vec<_>>(),
+    ))
+}
+
 /// Runs the controller until dropped.
 pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
-    let controller = Controller::new(
-        Api::<ManagedClusterAddOn>::all(client.clone()),
-        watcher::Config::default(),
-    );
+    let (addons, addon_changes) = crate::addon_triggers(&client, health_inputs);
+    let controller = Controller::for_stream(addon_changes, addons);
     let (by_plugin, by_cluster) = (controller.store(), controller.store());
     let controller = controller
         .watches(

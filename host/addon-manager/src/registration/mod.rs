@@ -21,6 +21,7 @@ pub(crate) use reconcile::plugin_inputs;
 
 use std::sync::Arc;
 
+use flotilla_api::addon::consts::managed_cluster_addon as mca;
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, Subject};
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_core::addon::registration::Declared;
@@ -57,12 +58,23 @@ pub(crate) fn declared(registrations: &[Registration]) -> Vec<Declared> {
         .collect()
 }
 
+/// What of an add-on the registration reads or owns: its spec and metadata, the released
+/// configs (the install namespace may come from one), and its own status parts.
+fn registration_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
+    let status = addon.status.as_ref();
+    crate::hash_of(&(
+        addon.metadata.generation,
+        addon.metadata.deletion_timestamp.is_some(),
+        &addon.metadata.annotations,
+        status.map(|s| (&s.config_references, &s.registrations, &s.namespace)),
+        crate::conditions_of(addon, &[mca::CONDITION_REGISTRATION_APPLIED]).collect::<Vec<_>>(),
+    ))
+}
+
 /// Runs the controller until dropped.
 pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
-    let controller = Controller::new(
-        Api::<ManagedClusterAddOn>::all(client.clone()),
-        watcher::Config::default(),
-    );
+    let (addons, addon_changes) = crate::addon_triggers(&client, registration_inputs);
+    let controller = Controller::for_stream(addon_changes, addons);
     let (by_cma, by_plugin) = (controller.store(), controller.store());
     let controller = controller
         .watches(
