@@ -117,7 +117,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     futures::join!(
         plugin::run(client.clone(), Arc::clone(&registry), options.clone()),
         install::run(client.clone(), options.clone()),
-        rollout::run(client.clone(), options.clone()),
+        rollout::run(client.clone(), Arc::clone(&registry), options.clone()),
         registration::run(client.clone(), Arc::clone(&registry), options.clone()),
         csr::run(client.clone(), Arc::clone(&registry), options.clone()),
         deploy::run(client.clone(), Arc::clone(&registry), options.clone()),
