@@ -142,6 +142,25 @@ pub fn to_release<'a>(serving: Option<&'a str>, revisions: AddonRevisions<'_>) -
     serving.filter(|s| revisions.granted() != Some(*s))
 }
 
+/// What `flotilla get addons` shows of the plugin revision rollout on one add-on: its state
+/// (see [`revision_status`]) and the short digest of the revision it concerns (the serving one
+/// while ToApply, else the one granted), or `-` when no revision was ever released or applied.
+pub fn describe(serving: Option<&str>, revisions: AddonRevisions<'_>, conditions: &[Condition]) -> String {
+    let Some(granted) = revisions.granted() else {
+        return "-".to_owned();
+    };
+    let status = revision_status(serving, revisions, conditions);
+    let (state, revision) = match status.state {
+        RolloutState::ToApply => ("ToApply", serving.unwrap_or(granted)),
+        RolloutState::Progressing => ("Progressing", granted),
+        RolloutState::Failed => ("Failed", granted),
+        RolloutState::Succeeded => ("Succeeded", granted),
+    };
+    let hex = revision.strip_prefix("sha256:").unwrap_or(revision);
+    let short: String = hex.chars().take(12).collect();
+    format!("{state} {short}")
+}
+
 #[cfg(test)]
 mod tests {
     use flotilla_api::work::v1::ManifestWorkSpec;
@@ -283,6 +302,43 @@ mod tests {
         #[case] expected: Option<&str>,
     ) {
         assert_eq!(to_release(serving, revisions(released, applied)), expected);
+    }
+
+    #[rstest]
+    #[case::never_rolled_out(Some("sha256:b"), None, None, "Completed", "-")]
+    #[case::waiting_for_its_turn(
+        Some("sha256:bbbbbbbbbbbbbbbb"),
+        None,
+        Some("sha256:aaaaaaaaaaaaaaaa"),
+        "Completed",
+        "ToApply bbbbbbbbbbbb"
+    )]
+    #[case::rendering(
+        Some("sha256:b"),
+        Some("sha256:b"),
+        Some("sha256:a"),
+        "Progressing",
+        "Progressing b"
+    )]
+    #[case::failing(Some("sha256:b"), Some("sha256:b"), Some("sha256:a"), "Failed", "Failed b")]
+    #[case::done(
+        Some("sha256:b"),
+        Some("sha256:b"),
+        Some("sha256:b"),
+        "Completed",
+        "Succeeded b"
+    )]
+    fn the_cli_shows_the_revision_state_and_short_digest(
+        #[case] serving: Option<&str>,
+        #[case] released: Option<&str>,
+        #[case] applied: Option<&str>,
+        #[case] reason: &str,
+        #[case] expected: &str,
+    ) {
+        assert_eq!(
+            describe(serving, revisions(released, applied), &progressing(reason)),
+            expected
+        );
     }
 
     #[test]
