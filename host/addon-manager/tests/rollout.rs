@@ -663,3 +663,41 @@ async fn clusters_failing_on_a_new_plugin_revision_count_toward_max_failures_and
         assert_eq!(mca.annotations().get(APPLIED_REVISION), Some(&revision_a));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_rollout_all_a_new_plugin_revision_re_renders_every_cluster_at_once() {
+    let client = client().await;
+    let addon = "hello-rvl";
+    // rv-l1 is acknowledged by the test: under All nobody waits for it.
+    let clusters = ["rv-l1", "rv-m2", "rv-m3"];
+    let revision_a = installed_on_revision_a(
+        &client,
+        addon,
+        "revision-l",
+        &clusters,
+        "rv-m",
+        Failing::default(),
+        json!({"type": "All"}),
+    )
+    .await;
+    register_plugin(&client, addon, plugins::REVISION_B).await;
+    let revision_b = await_serving(&client, addon, Some(&revision_a)).await;
+    for c in clusters {
+        await_work(&client, c, &format!("addon-{addon}-deploy-0"), "work on b", |w| {
+            w.annotations().get(WORK_REVISION) == Some(&revision_b)
+        })
+        .await;
+    }
+    for c in ["rv-m2", "rv-m3"] {
+        await_applied_revision(&client, c, addon, &revision_b).await;
+    }
+    let held = Api::<ManagedClusterAddOn>::namespaced(client.clone(), "rv-l1")
+        .get(addon)
+        .await
+        .expect("add-on");
+    assert_eq!(
+        held.annotations().get(APPLIED_REVISION),
+        Some(&revision_a),
+        "rv-l1 is still in flight on revision b while the others are done"
+    );
+}

@@ -627,6 +627,37 @@ mod tests {
         );
     }
 
+    #[rstest]
+    #[case::the_first_group_first(&["a", "a", "a", "a"], &["c1", "c2"])]
+    #[case::the_next_group_waits_for_the_first(&["b", "rel", "a", "a"], &[])]
+    #[case::the_next_group_once_the_first_is_done(&["b", "b", "a", "a"], &["c3", "c4"])]
+    fn a_new_plugin_revision_rolls_out_group_by_group_under_progressive_per_group(
+        #[case] states: &[&str],
+        #[case] expected: &[&str],
+    ) {
+        let s = strategy(RolloutStrategy {
+            type_: Some(RolloutType::ProgressivePerGroup),
+            ..Default::default()
+        });
+        let clusters = ["c1", "c2", "c3", "c4"];
+        let conditions = [progressing("Completed", 100)];
+        let addons: Vec<AddonInput<'_>> = clusters
+            .iter()
+            .zip(states)
+            .map(|(c, s)| on_revision(c, s, &conditions))
+            .collect();
+        let groups = PlacementInput {
+            groups: Ok(ClusterGroups::new([
+                (GroupKey::new("", 0), vec!["c1", "c2"]),
+                (GroupKey::new("", 1), vec!["c3", "c4"]),
+            ])),
+            ..placement(&s, &clusters)
+        };
+        let plan = plan_configuration(Some("b"), &[], &[groups], &[], &addons, observe_h2, at(110));
+        let revisions: Vec<&str> = plan.revisions.keys().map(String::as_str).collect();
+        assert_eq!(revisions, expected);
+    }
+
     #[test]
     fn a_cluster_failing_on_a_new_revision_counts_toward_max_failures_and_stops_it() {
         let s = strategy(progressive(2, "10s"));
