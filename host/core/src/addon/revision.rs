@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use flotilla_api::work::v1::ManifestWork;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use super::status::{AddonRolloutStatus, RolloutState, done, in_flight};
+use super::status::{AddonRolloutStatus, RolloutState, all_applied, released_not_applied};
 
 /// Annotation on a deploy ManifestWork: the plugin revision (digest) that rendered it.
 pub const WORK_REVISION_ANNOTATION: &str = "flotilla.dev/plugin-revision";
@@ -105,7 +105,7 @@ pub fn revision_status(
     conditions: &[Condition],
 ) -> AddonRolloutStatus {
     let (Some(serving), Some(granted)) = (serving, revisions.granted()) else {
-        return done(conditions);
+        return all_applied(conditions);
     };
     if granted != serving {
         return AddonRolloutStatus {
@@ -114,14 +114,19 @@ pub fn revision_status(
         };
     }
     if revisions.applied != Some(granted) {
-        return in_flight(conditions);
+        return released_not_applied(conditions);
     }
-    done(conditions)
+    all_applied(conditions)
 }
 
 /// The state of an add-on over its configs and its plugin revision: the one furthest from
 /// done (ToApply, then Failed, then Progressing, then Succeeded). Both come from the same
 /// `Progressing` condition, so the start time is the furthest state's.
+///
+/// ToApply comes first on purpose: an add-on released new configs that a new revision then
+/// overtook cannot apply them (the deploy holds its works until the revision is granted), so
+/// ranking it Progressing would wait for it forever; as ToApply, the rollout releases it the
+/// revision in its turn and both apply together.
 pub fn combine(configs: &AddonRolloutStatus, revision: &AddonRolloutStatus) -> AddonRolloutStatus {
     let rank = |s: RolloutState| match s {
         RolloutState::ToApply => 0,

@@ -659,6 +659,34 @@ mod tests {
     }
 
     #[test]
+    fn configs_a_new_revision_overtook_before_they_rendered_are_released_with_it() {
+        let s = strategy(progressive(1, "None"));
+        let conditions = [progressing("Progressing", 100)];
+        // Released config h2 under revision a; the deploy now holds it for revision b.
+        let overtaken = AddonInput {
+            revisions: AddonRevisions {
+                released: None,
+                applied: Some("a"),
+            },
+            ..addon("c1", "run", &conditions)
+        };
+        let plan = plan_configuration(
+            Some("b"),
+            &[],
+            &[placement(&s, &["c1"])],
+            &[],
+            &[overtaken],
+            observe_h2,
+            at(110),
+        );
+        assert_eq!(
+            plan.revisions.get("c1").map(String::as_str),
+            Some("b"),
+            "released, not waited for forever"
+        );
+    }
+
+    #[test]
     fn a_cluster_failing_on_a_new_revision_counts_toward_max_failures_and_stops_it() {
         let s = strategy(progressive(2, "10s"));
         let clusters = ["c1", "c2", "c3", "c4"];

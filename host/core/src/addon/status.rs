@@ -359,15 +359,15 @@ pub fn rollout_status(
             return to_apply;
         }
         if actual.last_applied_config != actual.desired_config {
-            return in_flight(conditions);
+            return released_not_applied(conditions);
         }
     }
-    done(conditions)
+    all_applied(conditions)
 }
 
 /// The state of an add-on released something it has not applied yet: Failed or Progressing by
 /// the `Progressing` reason, since its transition (no start when the reason says neither).
-pub fn in_flight(conditions: &[Condition]) -> AddonRolloutStatus {
+pub fn released_not_applied(conditions: &[Condition]) -> AddonRolloutStatus {
     let progressing = conditions::find(conditions, mca::CONDITION_PROGRESSING);
     let since = progressing.map(|c| c.last_transition_time.clone());
     match progressing.map(|c| c.reason.as_str()) {
@@ -388,7 +388,7 @@ pub fn in_flight(conditions: &[Condition]) -> AddonRolloutStatus {
 
 /// The state of an add-on that applied everything released to it: Succeeded, since the
 /// `Progressing` transition when it says `Completed` (the start of `minSuccessTime`).
-pub fn done(conditions: &[Condition]) -> AddonRolloutStatus {
+pub fn all_applied(conditions: &[Condition]) -> AddonRolloutStatus {
     let progressing = conditions::find(conditions, mca::CONDITION_PROGRESSING);
     AddonRolloutStatus {
         state: RolloutState::Succeeded,
