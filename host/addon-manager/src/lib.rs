@@ -7,9 +7,9 @@
 //!                                                          addon-manager, addOnMeta, supportedConfigs)
 //!  ClusterManagementAddOn, Placement,          ▶ install ─▶ ManagedClusterAddOns of the install
 //!  PlacementDecision, ManagedClusterAddOn                   strategy's placements (CMA as owner)
-//!  CMA, ManagedClusterAddOn, Placement,       ▶ rollout ─▶ configReferences released batch by
-//!  PlacementDecision, configs                               batch, Configured; CMA
-//!                                                           installProgressions
+//!  CMA, ManagedClusterAddOn, Placement,       ▶ rollout ─▶ configReferences and the plugin
+//!  PlacementDecision, configs, AddOnPlugin                  revision released batch by batch,
+//!                                                           Configured; CMA installProgressions
 //!  ManagedClusterAddOn, ManifestWork, CMA,     ▶ deploy ──▶ addon-<name>-deploy-<i> ManifestWorks,
 //!  AddOnPlugin, ManagedCluster                              addon-<name>-pre-delete (hooks, with
 //!                                                           the pre-delete finalizer),
