@@ -7,9 +7,9 @@
 //!                                                          addon-manager, addOnMeta, supportedConfigs)
 //!  ClusterManagementAddOn, Placement,          ▶ install ─▶ ManagedClusterAddOns of the install
 //!  PlacementDecision, ManagedClusterAddOn                   strategy's placements (CMA as owner)
-//!  CMA, ManagedClusterAddOn, Placement,       ▶ rollout ─▶ configReferences released batch by
-//!  PlacementDecision, configs                               batch, Configured; CMA
-//!                                                           installProgressions
+//!  CMA, ManagedClusterAddOn, Placement,       ▶ rollout ─▶ configReferences and the plugin
+//!  PlacementDecision, configs, AddOnPlugin                  revision released batch by batch,
+//!                                                           Configured; CMA installProgressions
 //!  ManagedClusterAddOn, ManifestWork, CMA,     ▶ deploy ──▶ addon-<name>-deploy-<i> ManifestWorks,
 //!  AddOnPlugin, ManagedCluster                              addon-<name>-pre-delete (hooks, with
 //!                                                           the pre-delete finalizer),
@@ -167,7 +167,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     futures::join!(
         plugin::run(client.clone(), Arc::clone(&registry), options.clone()),
         install::run(client.clone(), options.clone()),
-        rollout::run(client.clone(), options.clone()),
+        rollout::run(client.clone(), Arc::clone(&registry), options.clone()),
         registration::run(client.clone(), Arc::clone(&registry), options.clone()),
         csr::run(client.clone(), Arc::clone(&registry), options.clone()),
         deploy::run(client.clone(), Arc::clone(&registry), options.clone()),

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use flotilla_api::addon::consts::ADDON_NAME_LABEL;
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, InstallProgression, ManagedClusterAddOn};
 use flotilla_api::work::consts::CONFIG_SPEC_HASH_ANNOTATION;
 use flotilla_test_plugins as plugins;
@@ -371,4 +372,332 @@ async fn a_cluster_that_moves_to_another_placement_is_re_rendered_with_its_confi
         .await
         .expect("read add-on");
     assert!(gone.is_none(), "no placement keeps the add-on on the cluster");
+}
+
+// === Plugin revisions ===
+
+const WORK_REVISION: &str = "flotilla.dev/plugin-revision";
+const APPLIED_REVISION: &str = "flotilla.dev/applied-plugin-revision";
+const RELEASED_REVISION: &str = "flotilla.dev/released-plugin-revision";
+
+/// Waits until AddOnPlugin `name` serves a revision other than `not`, returning its digest.
+async fn await_serving(client: &Client, name: &str, not: Option<&str>) -> String {
+    let api: Api<flotilla_api::plugins::v1alpha1::AddOnPlugin> = Api::all(client.clone());
+    wait::until(
+        &format!("AddOnPlugin {name} serves a new revision"),
+        TIMEOUT,
+        || {
+            let api = api.clone();
+            async move {
+                let digest = api.get(name).await?.status.and_then(|s| s.digest);
+                Ok::<_, kube::Error>(digest.filter(|d| Some(d.as_str()) != not))
+            }
+        },
+    )
+    .await
+    .expect("serving revision")
+}
+
+/// Waits until ManagedClusterAddOn `cluster/addon` records `revision` as applied.
+async fn await_applied_revision(client: &Client, cluster: &str, addon: &str, revision: &str) {
+    let api = Api::<ManagedClusterAddOn>::namespaced(client.clone(), cluster);
+    wait::until(&format!("{cluster} applied {revision}"), TIMEOUT, || {
+        let api = api.clone();
+        async move {
+            let mca = api.get(addon).await?;
+            Ok::<_, kube::Error>(
+                (mca.annotations().get(APPLIED_REVISION).map(String::as_str) == Some(revision)).then_some(()),
+            )
+        }
+    })
+    .await
+    .expect("applied revision");
+}
+
+/// Whether a work is Applied and Available at its generation (as the stand-in agent reports).
+fn work_done(work: &flotilla_api::work::v1::ManifestWork) -> bool {
+    let generation = work.metadata.generation;
+    ["Applied", "Available"].iter().all(|type_| {
+        work.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == *type_ && c.status == "True" && c.observed_generation == generation)
+        })
+    })
+}
+
+/// Watches the deploy works of `addon` and records the most clusters at once whose work was
+/// re-rendered by another revision than `old` and is not yet Applied and Available at its
+/// generation. Every change is seen, in the order the API server made them.
+fn watch_revision_in_flight(client: Client, addon: &'static str, old: String) -> Arc<AtomicUsize> {
+    let most = Arc::new(AtomicUsize::new(0));
+    let recorded = Arc::clone(&most);
+    tokio::spawn(async move {
+        let api: Api<flotilla_api::work::v1::ManifestWork> = Api::all(client);
+        let config = watcher::Config::default().labels(&format!("{ADDON_NAME_LABEL}={addon}"));
+        let mut events = std::pin::pin!(watcher(api, config).applied_objects());
+        let mut in_flight: BTreeMap<String, bool> = BTreeMap::new();
+        while let Ok(Some(work)) = events.try_next().await {
+            let rendered = work.annotations().get(WORK_REVISION) != Some(&old);
+            in_flight.insert(
+                work.namespace().unwrap_or_default(),
+                rendered && !work_done(&work),
+            );
+            let now = in_flight.values().filter(|f| **f).count();
+            recorded.fetch_max(now, Ordering::SeqCst);
+        }
+    });
+    most
+}
+
+/// Watches the CMA `addon` and records every install progression `Progressing` reason seen.
+fn watch_progression_reasons(client: Client, addon: &'static str) -> Arc<std::sync::Mutex<BTreeSet<String>>> {
+    let seen = Arc::new(std::sync::Mutex::new(BTreeSet::new()));
+    let recorded = Arc::clone(&seen);
+    tokio::spawn(async move {
+        let api: Api<ClusterManagementAddOn> = Api::all(client);
+        let config = watcher::Config::default().fields(&format!("metadata.name={addon}"));
+        let mut events = std::pin::pin!(watcher(api, config).applied_objects());
+        while let Ok(Some(cma)) = events.try_next().await {
+            let reasons = cma
+                .status
+                .into_iter()
+                .flat_map(|s| s.install_progressions)
+                .filter_map(|p| progressing(&p).map(|(_, reason, _)| reason));
+            recorded.lock().expect("reasons").extend(reasons);
+        }
+    });
+    seen
+}
+
+/// The revision annotation of a cluster's deploy work and whether its ConfigMap says revision b.
+async fn work_revision(client: &Client, cluster: &str, addon: &str) -> (Option<String>, bool) {
+    let work = Api::<flotilla_api::work::v1::ManifestWork>::namespaced(client.clone(), cluster)
+        .get(&format!("addon-{addon}-deploy-0"))
+        .await
+        .expect("deploy work");
+    let b = work
+        .spec
+        .workload
+        .manifests
+        .iter()
+        .any(|m| m.0.pointer("/data/revision") == Some(&json!("b")));
+    (work.annotations().get(WORK_REVISION).cloned(), b)
+}
+
+/// Installs `addon` (helloworld) on `clusters` through placement `namespace/pl` with `rollout`,
+/// and waits until every cluster applied the first revision, returned. The stand-in agent
+/// serves the clusters named `prefix…`; the test itself acknowledges the works of the others.
+async fn installed_on_revision_a(
+    client: &Client,
+    addon: &'static str,
+    namespace: &str,
+    clusters: &[&str],
+    prefix: &'static str,
+    failing: Failing,
+    rollout: serde_json::Value,
+) -> String {
+    register_plugin(client, addon, plugins::HELLOWORLD).await;
+    await_cma(client, addon).await;
+    let revision_a = await_serving(client, addon, None).await;
+    for c in clusters {
+        cluster(client, c).await;
+    }
+    spawn_agent(client.clone(), prefix, failing);
+    placement_deciding(client, namespace, "pl", clusters).await;
+    install_through(
+        client,
+        addon,
+        json!([{"namespace": namespace, "name": "pl", "rolloutStrategy": rollout}]),
+    )
+    .await;
+    for c in clusters.iter().filter(|c| !c.starts_with(prefix)) {
+        let work = await_work(client, c, &format!("addon-{addon}-deploy-0"), "first work", |w| {
+            w.annotations().get(WORK_REVISION) == Some(&revision_a)
+        })
+        .await;
+        agent_applied(client, &work).await;
+    }
+    for c in clusters {
+        await_applied_revision(client, c, addon, &revision_a).await;
+        assert_eq!(
+            work_revision(client, c, addon).await,
+            (Some(revision_a.clone()), false)
+        );
+    }
+    revision_a
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_plugin_revision_rolls_out_progressively_never_more_than_max_concurrency_at_once() {
+    let client = client().await;
+    let addon = "hello-rva";
+    // The first batch by name (rv-a1, rv-a2) is acknowledged by the test, the rest by the agent.
+    let clusters = ["rv-a1", "rv-a2", "rv-b3", "rv-b4", "rv-b5"];
+    let revision_a = installed_on_revision_a(
+        &client,
+        addon,
+        "revision-a",
+        &clusters,
+        "rv-b",
+        Failing::default(),
+        json!({"type": "Progressive", "progressive": {"maxConcurrency": 2}}),
+    )
+    .await;
+    await_progression(&client, addon, "pl", "first install completed", |p| {
+        progressing(p).is_some_and(|(_, reason, _)| reason == "Completed")
+    })
+    .await;
+    let reasons = watch_progression_reasons(client.clone(), addon);
+    let most = watch_revision_in_flight(client.clone(), addon, revision_a.clone());
+
+    register_plugin(&client, addon, plugins::REVISION_B).await;
+    let revision_b = await_serving(&client, addon, Some(&revision_a)).await;
+    // The first batch re-renders and waits for its agent; nobody else may re-render meanwhile.
+    let mut first_batch = Vec::new();
+    for c in ["rv-a1", "rv-a2"] {
+        let work = await_work(
+            &client,
+            c,
+            &format!("addon-{addon}-deploy-0"),
+            "first batch on b",
+            |w| w.annotations().get(WORK_REVISION) == Some(&revision_b),
+        )
+        .await;
+        first_batch.push(work);
+    }
+    for c in ["rv-b3", "rv-b4", "rv-b5"] {
+        assert_eq!(
+            work_revision(&client, c, addon).await,
+            (Some(revision_a.clone()), false),
+            "{c} keeps its work while the first batch is in flight"
+        );
+    }
+    for work in &first_batch {
+        agent_applied(&client, work).await;
+    }
+    for c in clusters {
+        await_applied_revision(&client, c, addon, &revision_b).await;
+        assert_eq!(
+            work_revision(&client, c, addon).await,
+            (Some(revision_b.clone()), true),
+            "{c} runs revision b"
+        );
+    }
+    let done = await_progression(&client, addon, "pl", "revision rollout completed", |p| {
+        progressing(p).is_some_and(|(_, reason, _)| reason == "Completed")
+    })
+    .await;
+    let (_, _, message) = progressing(&done).expect("Progressing");
+    assert!(message.contains("5/5"), "{message}");
+    let reasons = reasons.lock().expect("reasons").clone();
+    assert!(
+        reasons.contains("Progressing"),
+        "the install progression said Progressing during the revision rollout: {reasons:?}"
+    );
+    let most = most.load(Ordering::SeqCst);
+    println!("most clusters re-rendered and not yet applied at once: {most}");
+    assert!(
+        (1..=2).contains(&most),
+        "never more than maxConcurrency (2) re-rendered at once, saw {most}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_failing_on_a_new_plugin_revision_count_toward_max_failures_and_stop_it() {
+    let client = client().await;
+    let addon = "hello-rvf";
+    let clusters = ["rv-f1", "rv-f2", "rv-f3", "rv-f4"];
+    let failing = Failing::default();
+    let revision_a = installed_on_revision_a(
+        &client,
+        addon,
+        "revision-f",
+        &clusters,
+        "rv-f",
+        Arc::clone(&failing),
+        json!({"type": "Progressive", "progressive": {
+            "maxConcurrency": 2, "maxFailures": 0, "progressDeadline": "2s"}}),
+    )
+    .await;
+
+    // The first batch (rv-f1, rv-f2 by name) fails on revision b; the rollout must stop there.
+    failing
+        .lock()
+        .expect("failing set")
+        .extend(["rv-f1".to_owned(), "rv-f2".to_owned()]);
+    register_plugin(&client, addon, plugins::REVISION_B).await;
+    let revision_b = await_serving(&client, addon, Some(&revision_a)).await;
+    let stopped = await_progression(&client, addon, "pl", "both failing clusters time out", |p| {
+        progressing(p).is_some_and(|(_, _, m)| m.contains("2 timeout"))
+    })
+    .await;
+    let (status, reason, message) = progressing(&stopped).expect("Progressing");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "Progressing"),
+        "{message}"
+    );
+    for c in ["rv-f1", "rv-f2"] {
+        assert_eq!(
+            work_revision(&client, c, addon).await,
+            (Some(revision_b.clone()), true),
+            "{c} was released revision b"
+        );
+    }
+    for c in ["rv-f3", "rv-f4"] {
+        assert_eq!(
+            work_revision(&client, c, addon).await,
+            (Some(revision_a.clone()), false),
+            "{c} keeps its revision a work untouched"
+        );
+        let mca = Api::<ManagedClusterAddOn>::namespaced(client.clone(), c)
+            .get(addon)
+            .await
+            .expect("add-on");
+        assert_eq!(
+            mca.annotations().get(RELEASED_REVISION),
+            None,
+            "{c} was not released b"
+        );
+        assert_eq!(mca.annotations().get(APPLIED_REVISION), Some(&revision_a));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_rollout_all_a_new_plugin_revision_re_renders_every_cluster_at_once() {
+    let client = client().await;
+    let addon = "hello-rvl";
+    // rv-l1 is acknowledged by the test: under All nobody waits for it.
+    let clusters = ["rv-l1", "rv-m2", "rv-m3"];
+    let revision_a = installed_on_revision_a(
+        &client,
+        addon,
+        "revision-l",
+        &clusters,
+        "rv-m",
+        Failing::default(),
+        json!({"type": "All"}),
+    )
+    .await;
+    register_plugin(&client, addon, plugins::REVISION_B).await;
+    let revision_b = await_serving(&client, addon, Some(&revision_a)).await;
+    for c in clusters {
+        await_work(&client, c, &format!("addon-{addon}-deploy-0"), "work on b", |w| {
+            w.annotations().get(WORK_REVISION) == Some(&revision_b)
+        })
+        .await;
+    }
+    for c in ["rv-m2", "rv-m3"] {
+        await_applied_revision(&client, c, addon, &revision_b).await;
+    }
+    let held = Api::<ManagedClusterAddOn>::namespaced(client.clone(), "rv-l1")
+        .get(addon)
+        .await
+        .expect("add-on");
+    assert_eq!(
+        held.annotations().get(APPLIED_REVISION),
+        Some(&revision_a),
+        "rv-l1 is still in flight on revision b while the others are done"
+    );
 }

@@ -16,6 +16,7 @@ use flotilla_api::{
     cluster::v1::ManagedCluster,
     plugins::v1alpha1::AddOnPlugin,
 };
+use flotilla_core::addon::revision;
 use flotilla_core::conditions;
 use kube::{
     Api, ResourceExt,
@@ -286,11 +287,20 @@ async fn edit_placements(
 pub async fn get(global: &GlobalArgs, args: &GetAddonsArgs) -> anyhow::Result<()> {
     let (hub, _) = client(global).await.context("connect to the hub")?;
     let api: Api<ManagedClusterAddOn> = match &args.cluster {
-        Some(cluster) => Api::namespaced(hub, cluster),
-        None => Api::all(hub),
+        Some(cluster) => Api::namespaced(hub.clone(), cluster),
+        None => Api::all(hub.clone()),
     };
     let mut addons = api.list(&ListParams::default()).await?.items;
     addons.sort_by_key(|a| (a.namespace(), a.name_any()));
+    // The revision each plugin serves, by add-on (what a revision rollout rolls out).
+    let serving: std::collections::BTreeMap<String, String> = Api::<AddOnPlugin>::all(hub)
+        .list(&ListParams::default())
+        .await
+        .context("list AddOnPlugins")?
+        .items
+        .into_iter()
+        .filter_map(|p| Some((plugin_addon(&p), p.status?.digest?)))
+        .collect();
     let rows = addons
         .iter()
         .map(|addon| {
@@ -310,6 +320,11 @@ pub async fn get(global: &GlobalArgs, args: &GetAddonsArgs) -> anyhow::Result<()
                     .count();
                 format!("{applied}/{} applied", status.config_references.len())
             };
+            let revision = revision::describe(
+                serving.get(&addon.name_any()).map(String::as_str),
+                revision::AddonRevisions::from_annotations(addon.metadata.annotations.as_ref()),
+                &status.conditions,
+            );
             vec![
                 addon.namespace().unwrap_or_default(),
                 addon.name_any(),
@@ -319,6 +334,7 @@ pub async fn get(global: &GlobalArgs, args: &GetAddonsArgs) -> anyhow::Result<()
                 state(mca::CONDITION_MANIFEST_APPLIED),
                 state(mca::CONDITION_PROGRESSING),
                 configs,
+                revision,
             ]
         })
         .collect();
@@ -334,6 +350,7 @@ pub async fn get(global: &GlobalArgs, args: &GetAddonsArgs) -> anyhow::Result<()
             "MANIFESTAPPLIED",
             "PROGRESSING",
             "CONFIGS",
+            "REVISION",
         ],
         rows,
     )

@@ -14,6 +14,9 @@
 //! add-ons, a CMA or plugin revision to the add-ons of that name. A config change reaches an
 //! add-on only when the rollout controller releases it into the add-on's
 //! `status.configReferences` (a change of the add-on itself), so configs are not watched here.
+//! Likewise a new plugin revision re-renders an add-on that already has works only once the
+//! rollout controller released it there (`flotilla_core::addon::revision`); until then its
+//! works stay as they are.
 
 mod reconcile;
 

@@ -9,6 +9,12 @@
 //! Any failure before the works are built (missing config, unsupported config type, plugin
 //! error, trap or timeout, output that is not a Kubernetes object) leaves the existing works as
 //! they are and says why in a condition.
+//!
+//! The plugin revision rolls out like a config (`flotilla_core::addon::revision`): an add-on
+//! that has works is rendered only with a revision granted to it (released by the rollout
+//! controller, or the one it already applied); otherwise its works stay untouched and only its
+//! status follows them. Each work records the revision that rendered it, and once `Progressing`
+//! completes the add-on records the revision it applied.
 
 use std::sync::Arc;
 
@@ -25,6 +31,9 @@ use flotilla_core::addon::configs::{
     config_reference_from_v1alpha1, config_reference_to_v1alpha1, first_unsupported, missing_configs_message,
 };
 use flotilla_core::addon::install::is_managed_by_addon_manager;
+use flotilla_core::addon::revision::{
+    APPLIED_REVISION_ANNOTATION, AddonRevisions, WORK_REVISION_ANNOTATION, applied_revision, may_render,
+};
 use flotilla_core::addon::status::{
     HookStep, ProgressingInput, hook_manifest_completed, hook_step, manifests_not_rendered, mark_applied,
     nothing_to_apply, progressing, set_manifest_applied, with_pre_delete_finalizer,
@@ -62,16 +71,13 @@ fn render_key(parts: &[&dyn std::fmt::Debug]) -> u64 {
 
 /// Whether `existing` already is `desired` as far as the add-on manager owns it.
 fn unchanged(existing: &ManifestWork, desired: &ManifestWork) -> bool {
-    let annotation = |w: &ManifestWork| {
-        w.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(CONFIG_SPEC_HASH_ANNOTATION))
-            .cloned()
-    };
+    let annotation =
+        |w: &ManifestWork, key: &str| w.metadata.annotations.as_ref().and_then(|a| a.get(key)).cloned();
     let spec = |w: &ManifestWork| serde_json::to_value(&w.spec).ok();
     spec(existing) == spec(desired)
-        && annotation(existing) == annotation(desired)
+        && [CONFIG_SPEC_HASH_ANNOTATION, WORK_REVISION_ANNOTATION]
+            .iter()
+            .all(|key| annotation(existing, key) == annotation(desired, key))
         && existing.labels().get(ADDON_NAME_LABEL) == desired.labels().get(ADDON_NAME_LABEL)
         && desired
             .owner_references()
@@ -141,7 +147,17 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         ..status.clone()
     };
     let now = Timestamp::now();
-    let outcome = render_and_apply(&ctx, &addon, &cluster, &plugin, &mut desired_status, now).await;
+    let mut applied = None;
+    let outcome = render_and_apply(
+        &ctx,
+        &addon,
+        &cluster,
+        &plugin,
+        &mut desired_status,
+        &mut applied,
+        now,
+    )
+    .await;
     let finalizers = match &outcome {
         Ok(Some(manifests)) => hooks(&ctx, &addon, manifests, &mut desired_status, now).await?,
         _ => None,
@@ -155,12 +171,37 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     }
     flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired_status)
         .await?;
+    record_applied_revision(&api, &addon, applied.as_deref()).await?;
     outcome?;
     if deleting {
         // Waiting for the hook: its work's status wakes this reconcile, the retry bounds it.
         return Ok(Action::requeue(ctx.options.retry));
     }
     Ok(requeue)
+}
+
+/// Records `applied` as the plugin revision the add-on's works applied, when it is new (a
+/// merge patch of that one annotation: the rollout controller writes the released one).
+async fn record_applied_revision(
+    api: &Api<ManagedClusterAddOn>,
+    addon: &ManagedClusterAddOn,
+    applied: Option<&str>,
+) -> Result<()> {
+    let Some(applied) = applied else {
+        return Ok(());
+    };
+    if AddonRevisions::from_annotations(addon.metadata.annotations.as_ref()).applied == Some(applied) {
+        return Ok(());
+    }
+    let patch = serde_json::json!({"metadata": {"annotations": {APPLIED_REVISION_ANNOTATION: applied}}});
+    api.patch(&addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(error::write(format!(
+            "applied plugin revision of ManagedClusterAddOn {}/{}",
+            addon.namespace().unwrap_or_default(),
+            addon.name_any()
+        )))?;
+    Ok(())
 }
 
 /// Whether an AddOnPlugin drives add-on `addon` (loaded here or not).
@@ -260,7 +301,8 @@ fn set(status: &mut ManagedClusterAddOnStatus, condition: NewCondition<'_>, now:
     conditions::set(&mut status.conditions, condition, now);
 }
 
-/// Everything between reading and the status patch; conditions go into `status`. Returns the
+/// Everything between reading and the status patch; conditions go into `status`, and the
+/// plugin revision the works applied (once `Progressing` completed) into `applied`. Returns the
 /// validated plugin output when the add-on was rendered.
 async fn render_and_apply(
     ctx: &Context,
@@ -268,6 +310,7 @@ async fn render_and_apply(
     cluster: &ManagedCluster,
     plugin: &flotilla_wasm::Plugin,
     status: &mut ManagedClusterAddOnStatus,
+    applied: &mut Option<String>,
     now: Timestamp,
 ) -> Result<Option<Vec<AgentManifest>>> {
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
@@ -286,6 +329,8 @@ async fn render_and_apply(
             .filter(|w| deploy_work_index(&name, &w.name_any()).is_some())
             .collect()
     };
+    let revisions = AddonRevisions::from_annotations(addon.metadata.annotations.as_ref());
+    // Returns the plugin revision the works applied, once completed.
     let progress = |status: &mut ManagedClusterAddOnStatus,
                     works: &[ManifestWork],
                     references: &mut Vec<ConfigReference>,
@@ -297,11 +342,16 @@ async fn render_and_apply(
             hosted: false,
             works,
             config_references: references,
+            plugin_revision: revisions.released,
         });
         if outcome.completed {
             mark_applied(references);
         }
         set(status, outcome.condition, now);
+        outcome
+            .completed
+            .then(|| applied_revision(works).map(str::to_owned))
+            .flatten()
     };
 
     // Configs: unsupported types are refused before anything is looked up.
@@ -313,7 +363,7 @@ async fn render_and_apply(
             .map(config_reference_from_v1alpha1)
             .collect();
         let works = deploy_only(list_works().await?);
-        progress(status, &works, &mut references, Some(gr));
+        *applied = progress(status, &works, &mut references, Some(gr));
         return Ok(None);
     }
     // Configs: only those the rollout released to this cluster (status.configReferences), and
@@ -358,7 +408,17 @@ async fn render_and_apply(
     // Being deleted, the add-on leaves the rollout: its hooks render with the configs as they are.
     if moved_on && addon.meta().deletion_timestamp.is_none() {
         let works = deploy_only(list_works().await?);
-        progress(status, &works, &mut references, None);
+        *applied = progress(status, &works, &mut references, None);
+        status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
+        return Ok(None);
+    }
+    // A plugin revision not granted to this add-on yet waits for the rollout too: its works
+    // stay as the last granted revision rendered them, and its status follows them.
+    let existing = deploy_only(list_works().await?);
+    let serving = plugin.digest().to_string();
+    if !may_render(revisions, &serving, !existing.is_empty()) && addon.meta().deletion_timestamp.is_none() {
+        set_manifest_applied(&mut status.conditions, &existing, now);
+        *applied = progress(status, &existing, &mut references, None);
         status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
         return Ok(None);
     }
@@ -442,7 +502,6 @@ async fn render_and_apply(
     };
 
     // Build and apply.
-    let existing = deploy_only(list_works().await?);
     let identity = AddonIdentity {
         name: name.clone(),
         namespace: namespace.clone(),
@@ -452,13 +511,17 @@ async fn render_and_apply(
     let health = &plugin.options().health;
     let probes = crate::health::probe_configs(health);
     let configs = manifest_configs(crate::health::probe_feedback(health, &probes), &manifests, &[]);
-    let plan = match deploy_works(&identity, &manifests, &existing, &configs, &references) {
+    let mut plan = match deploy_works(&identity, &manifests, &existing, &configs, &references) {
         Ok(plan) => plan,
         Err(e) => {
             set(status, works_not_built(&e.to_string()), now);
             return Ok(None);
         }
     };
+    for work in &mut plan.apply {
+        work.annotations_mut()
+            .insert(WORK_REVISION_ANNOTATION.to_owned(), serving.clone());
+    }
     let nothing = plan.apply.is_empty() && plan.delete.is_empty() && existing.is_empty();
     for work in &plan.apply {
         let work_name = work.name_any();
@@ -490,7 +553,7 @@ async fn render_and_apply(
     } else {
         set_manifest_applied(&mut status.conditions, &works, now);
     }
-    progress(status, &works, &mut references, None);
+    *applied = progress(status, &works, &mut references, None);
     status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
     Ok(Some(manifests))
 }

@@ -5,12 +5,17 @@
 //! controller renders an add-on only with the configs released here, so a config change (and
 //! a new add-on under a Progressive strategy) reaches the clusters batch by batch.
 //!
+//! A new plugin revision is released the same way: an add-on put in the batch also gets the
+//! serving revision in its `flotilla.dev/released-plugin-revision` annotation, and the deploy
+//! controller re-renders only add-ons released the revision the plugin serves (see
+//! `flotilla_core::addon::revision`); the others keep their last works.
+//!
 //! ```text
 //!  ClusterManagementAddOn ─────────────────────────────┐
 //!  ManagedClusterAddOn (same name) ────────────────────┤
 //!  PlacementDecision, Placement (install strategy) ────┼─▶ reconcile(CMA)
-//!  AddOnDeploymentConfig (CMAs supporting the type) ───┘     requeued at the nearest
-//!                                                            progressDeadline / minSuccessTime
+//!  AddOnDeploymentConfig (CMAs supporting the type) ───┤     requeued at the nearest
+//!  AddOnPlugin (a new revision serves the add-on) ─────┘     progressDeadline / minSuccessTime
 //! ```
 
 mod reconcile;
@@ -20,6 +25,8 @@ use std::sync::Arc;
 use flotilla_api::addon::v1alpha1::{AddOnDeploymentConfig, ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
+use flotilla_api::plugins::v1alpha1::AddOnPlugin;
+use flotilla_wasm::PluginRegistry;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -30,6 +37,8 @@ use crate::configs::ADC_RESOURCE;
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
+    /// The serving plugin revisions (what the deploy controller renders with).
+    pub(crate) registry: Arc<PluginRegistry>,
     pub(crate) options: Options,
 }
 
@@ -43,7 +52,7 @@ fn names_placement(cma: &ClusterManagementAddOn, namespace: &str, name: &str) ->
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, options: Options) {
+pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
     let controller = Controller::new(
         Api::<ClusterManagementAddOn>::all(client.clone()),
         watcher::Config::default(),
@@ -87,7 +96,21 @@ pub(crate) async fn run(client: Client, options: Options) {
                         .any(|s| s.group_resource.resource == ADC_RESOURCE)
                 })
             },
+        )
+        // The plugin's status changes once a new revision serves: roll it out.
+        .watches(
+            Api::<AddOnPlugin>::all(client.clone()),
+            watcher::Config::default(),
+            |plugin| {
+                Some(ObjectRef::<ClusterManagementAddOn>::new(
+                    &crate::plugin::addon_name(&plugin),
+                ))
+            },
         );
-    let context = Arc::new(Context { client, options });
+    let context = Arc::new(Context {
+        client,
+        registry,
+        options,
+    });
     flotilla_kube::controller::run("addon-rollout", controller, reconcile::reconcile, context).await;
 }

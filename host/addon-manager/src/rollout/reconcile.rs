@@ -4,8 +4,10 @@
 //!  deleting, or lifecycle not ours ─▶ nothing
 //!  read: the add-on's ManagedClusterAddOns, each install placement (missing? decisions,
 //!        groups, clustersPerDecisionGroup), every config they may use (hash, generation)
-//!  plan purely (flotilla_core::addon::rollout::plan_configuration)
+//!  plan purely (flotilla_core::addon::rollout::plan_configuration), the serving plugin
+//!        revision from the registry
 //!  per add-on: configReferences (when released) + Configured ─▶ one status patch if changed
+//!              then the released plugin revision annotation, when the batch releases it
 //!  CMA: defaultconfigReferences + installProgressions ─▶ one status patch if changed
 //!  requeue at the nearest progressDeadline / minSuccessTime end
 //! ```
@@ -29,13 +31,14 @@ use flotilla_core::addon::configs::{
     install_progression_to_v1alpha1,
 };
 use flotilla_core::addon::install::is_managed_by_addon_manager;
+use flotilla_core::addon::revision::{AddonRevisions, RELEASED_REVISION_ANNOTATION};
 use flotilla_core::addon::rollout::{AddonInput, PlacementInput, PlacementProblem, plan_configuration};
 use flotilla_core::conditions;
 use flotilla_core::rollout::ClusterGroups;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::ListParams;
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 
@@ -88,6 +91,25 @@ async fn placement_state(ctx: &Context, namespace: &str, name: &str) -> Result<P
             .group_strategy
             .clusters_per_decision_group,
     })
+}
+
+/// Writes `revision` as the plugin revision released to `addon` (a merge patch of that one
+/// annotation, so it never races the deploy controller's applied-revision annotation).
+async fn release_revision(
+    api: &Api<ManagedClusterAddOn>,
+    addon: &ManagedClusterAddOn,
+    revision: &str,
+) -> Result<()> {
+    let patch = serde_json::json!({"metadata": {"annotations": {RELEASED_REVISION_ANNOTATION: revision}}});
+    api.patch(&addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(error::write(format!(
+            "plugin revision of ManagedClusterAddOn {}/{}",
+            addon.namespace().unwrap_or_default(),
+            addon.name_any()
+        )))?;
+    tracing::info!(addon = %addon.name_any(), cluster = %addon.namespace().unwrap_or_default(), %revision, "plugin revision released");
+    Ok(())
 }
 
 /// Releases configs to the add-ons of `cma` as its rollout strategies allow.
@@ -170,6 +192,7 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
                     })
                     .unwrap_or_default(),
                 conditions: status.map(|s| s.conditions.as_slice()).unwrap_or_default(),
+                revisions: AddonRevisions::from_annotations(addon.metadata.annotations.as_ref()),
             }
         })
         .collect();
@@ -179,7 +202,9 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         .iter()
         .map(install_progression_from_v1alpha1)
         .collect();
+    let serving = ctx.registry.get(&name).map(|p| p.digest().to_string());
     let plan = plan_configuration(
+        serving.as_deref(),
         &defaults,
         &placements,
         &existing_progressions,
@@ -203,11 +228,19 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         if let Some(condition) = update.configured.clone() {
             conditions::set(&mut desired.conditions, condition, now);
         }
-        if desired != current {
+        let revision = plan.revisions.get(cluster).cloned();
+        if desired != current || revision.is_some() {
             let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
             let addon = addon.clone();
             writes.push(async move {
-                flotilla_kube::status::patch_if_changed(&api, &addon, Some(&current), &desired).await
+                if desired != current {
+                    flotilla_kube::status::patch_if_changed(&api, &addon, Some(&current), &desired).await?;
+                }
+                // The configs first: the deploy renders a released revision with released configs.
+                match revision {
+                    Some(revision) => release_revision(&api, &addon, &revision).await,
+                    None => Ok(()),
+                }
             });
         }
     }
@@ -235,7 +268,7 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         flotilla_kube::status::patch_if_changed(&api, cma.as_ref(), Some(&previous), &desired).await?;
     }
     if let Some(e) = failure {
-        return Err(e.into());
+        return Err(e);
     }
     let resync = ctx.options.resync;
     let after = plan

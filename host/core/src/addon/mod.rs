@@ -8,6 +8,7 @@
 //! desired configs + spec hashes ──▶ plugin manifests() ──▶ addon-<name>-deploy-<i>     works
 //!                                                       └─▶ addon-<name>-pre-delete
 //! works' conditions ──▶ ManifestApplied, Progressing, Configured, installProgressions  status
+//! plugin revision (digest) released and applied per add-on, like a config            revision
 //! ```
 //!
 //! Every rule follows OCM's add-on manager and addon-framework (see
@@ -19,6 +20,7 @@ pub mod go_json;
 pub mod health;
 pub mod install;
 pub mod registration;
+pub mod revision;
 pub mod rollout;
 pub mod spec_hash;
 pub mod status;

@@ -13,7 +13,10 @@
 //!
 //! An add-on's rollout state comes from its own status ([`super::status::rollout_status`]):
 //! ToApply until its `configReferences` carry the desired configs, Progressing (or Failed)
-//! until `lastAppliedConfig` caught up, then Succeeded. A placement's add-ons are released in
+//! until `lastAppliedConfig` caught up, then Succeeded — combined with the state of the plugin
+//! revision ([`super::revision`]), which rolls out the same way: an add-on in the batch is
+//! released the serving revision too, so a new plugin revision reaches the clusters batch by
+//! batch. A placement's add-ons are released in
 //! the batches its rollout strategy allows; add-ons no placement owns (Manual, or made by hand)
 //! are released at once.
 //!
@@ -36,6 +39,7 @@ use super::configs::{
     ObservedConfig, configured_clusters, desired_configs, inherits_placement_configs, install_progressions,
     resolve,
 };
+use super::revision::{AddonRevisions, combine, revision_status, to_release};
 use super::status::{
     AddonRolloutStatus, ConfigurationUpdate, PlacementAddon, RolloutState, configuration_update,
     install_counts, rollout_status, set_install_progression,
@@ -85,6 +89,8 @@ pub struct AddonInput<'a> {
     pub config_references: Vec<ConfigReference>,
     /// Its conditions (`Progressing` gives the state's start).
     pub conditions: &'a [Condition],
+    /// The plugin revisions released to it and applied by it.
+    pub revisions: AddonRevisions<'a>,
 }
 
 /// One step of the rollout.
@@ -92,6 +98,9 @@ pub struct AddonInput<'a> {
 pub struct ConfigurationPlan {
     /// Per cluster, what to write on its add-on.
     pub addons: BTreeMap<String, ConfigurationUpdate>,
+    /// Per cluster in the batch, the plugin revision to release to its add-on (the
+    /// [`super::revision::RELEASED_REVISION_ANNOTATION`] to write).
+    pub revisions: BTreeMap<String, String>,
     /// The CMA's new `status.installProgressions` (v1beta1 form), in placement order.
     pub progressions: Vec<InstallProgression>,
     /// Plan again after this long (nearest deadline or soak end), if anything is pending.
@@ -101,10 +110,12 @@ pub struct ConfigurationPlan {
 /// Which node owns an add-on: a placement (by index) or the defaults.
 type Owner = Option<usize>;
 
-/// Plans one step of an add-on's config rollout at `now`. `defaults` are the CMA's default
-/// configs, `placements` its install placements in spec order, `existing` its current install
+/// Plans one step of an add-on's config rollout at `now`. `serving` is the plugin revision
+/// serving the add-on (None: no plugin loaded), `defaults` the CMA's default configs,
+/// `placements` its install placements in spec order, `existing` its current install
 /// progressions, `observe` the hash and generation of a config object (None when missing).
 pub fn plan_configuration(
+    serving: Option<&str>,
     defaults: &[AddOnConfig],
     placements: &[PlacementInput<'_>],
     existing: &[InstallProgression],
@@ -122,7 +133,10 @@ pub fn plan_configuration(
         owner: Owner,
         desired: Vec<ConfigReference>,
         inherits: bool,
+        /// Over configs and revision: what the rollout engine sees.
         status: AddonRolloutStatus,
+        /// Over configs only: what `Configured` says.
+        configs: AddonRolloutStatus,
     }
     let children: Vec<Child<'_>> = addons
         .iter()
@@ -133,13 +147,15 @@ pub fn plan_configuration(
             let node_desired = desired_configs(defaults, placement_configs, &[]);
             let inherits = inherits_placement_configs(&desired, &node_desired, input.spec_configs);
             let desired = resolve(&desired, &observe).references;
-            let status = rollout_status(&desired, &input.config_references, input.conditions);
+            let configs = rollout_status(&desired, &input.config_references, input.conditions);
+            let revision = revision_status(serving, input.revisions, input.conditions);
             Child {
                 input,
                 owner,
                 desired,
                 inherits,
-                status,
+                status: combine(&configs, &revision),
+                configs,
             }
         })
         .collect();
@@ -228,6 +244,7 @@ pub fn plan_configuration(
         }
     }
 
+    let mut revisions = BTreeMap::new();
     let addons = children
         .iter()
         .filter(|c| !held.contains(c.input.cluster))
@@ -237,12 +254,16 @@ pub fn plan_configuration(
                 Some(_) => in_batch.contains(c.input.cluster),
                 None => c.status.state != RolloutState::Succeeded,
             };
-            let update = configuration_update(&c.status, batch, &c.input.config_references, &c.desired);
+            if batch && let Some(revision) = to_release(serving, c.input.revisions) {
+                revisions.insert(c.input.cluster.to_owned(), revision.to_owned());
+            }
+            let update = configuration_update(&c.configs, batch, &c.input.config_references, &c.desired);
             (c.input.cluster.to_owned(), update)
         })
         .collect();
     ConfigurationPlan {
         addons,
+        revisions,
         progressions,
         recheck_after: recheck,
     }
@@ -365,6 +386,7 @@ mod tests {
             spec_configs: &[],
             config_references: references,
             conditions,
+            revisions: AddonRevisions::default(),
         }
     }
 
@@ -401,6 +423,7 @@ mod tests {
             .map(|(c, s)| addon(c, s, &conditions))
             .collect();
         let plan = plan_configuration(
+            None,
             &[],
             &[placement(&s, &clusters)],
             &[],
@@ -433,6 +456,7 @@ mod tests {
             addon("c4", "old", &conditions),
         ];
         let plan = plan_configuration(
+            None,
             &[],
             &[placement(&s, &clusters)],
             &[],
@@ -464,6 +488,7 @@ mod tests {
         let conditions = [progressing("Progressing", 100)];
         let addons = [addon("c1", "run", &conditions), addon("c2", "done", &conditions)];
         let plan = plan_configuration(
+            None,
             &[],
             &[placement(&s, &clusters)],
             &[],
@@ -481,6 +506,7 @@ mod tests {
         let conditions = [progressing("Completed", 100)];
         let addons = [addon("c1", "done", &conditions), addon("c2", "done", &conditions)];
         let plan = plan_configuration(
+            None,
             &[],
             &[placement(&s, &clusters)],
             &[],
@@ -525,7 +551,7 @@ mod tests {
         ];
         let conditions = [progressing("Completed", 100)];
         let addons = [addon("c1", "old", &conditions)];
-        let plan = plan_configuration(&[], &placements, &[], &addons, observe_h2, at(104));
+        let plan = plan_configuration(None, &[], &placements, &[], &addons, observe_h2, at(104));
         let condition = &plan.progressions[0].conditions[0];
         assert_eq!(
             (condition.status.as_str(), condition.reason.as_str()),
@@ -535,12 +561,212 @@ mod tests {
         assert_eq!(released(&plan), ["c1"], "the other placement rolls out");
     }
 
+    /// An add-on whose configs are done (h2 applied), at plugin revision state `state`:
+    /// `a` (applied revision a), `rel` (released b, applying), `b` (applied b), `new` (none).
+    fn on_revision<'a>(cluster: &'a str, state: &str, conditions: &'a [Condition]) -> AddonInput<'a> {
+        let revisions = match state {
+            "a" => AddonRevisions {
+                released: None,
+                applied: Some("a"),
+            },
+            "rel" => AddonRevisions {
+                released: Some("b"),
+                applied: Some("a"),
+            },
+            "b" => AddonRevisions {
+                released: Some("b"),
+                applied: Some("b"),
+            },
+            "new" => AddonRevisions::default(),
+            other => panic!("unknown revision state {other}"),
+        };
+        AddonInput {
+            revisions,
+            ..addon(cluster, "done", conditions)
+        }
+    }
+
+    #[rstest]
+    #[case::first_batch_is_max_concurrency(&["a", "a", "a", "a"], &["c1", "c2"])]
+    #[case::a_slot_frees_when_a_cluster_applied_it(&["b", "rel", "a", "a"], &["c3"])]
+    #[case::two_in_flight_release_nothing_new(&["rel", "rel", "a", "a"], &[])]
+    #[case::all_applied_release_nothing(&["b", "b", "b", "b"], &[])]
+    #[case::new_add_ons_need_no_release(&["new", "new", "a", "a"], &["c3", "c4"])]
+    fn a_new_plugin_revision_is_released_at_most_max_concurrency_add_ons_at_a_time(
+        #[case] states: &[&str],
+        #[case] expected: &[&str],
+    ) {
+        let s = strategy(progressive(2, "None"));
+        let clusters = ["c1", "c2", "c3", "c4"];
+        let conditions = [progressing("Progressing", 100)];
+        let addons: Vec<AddonInput<'_>> = clusters
+            .iter()
+            .zip(states)
+            .map(|(c, s)| on_revision(c, s, &conditions))
+            .collect();
+        let plan = plan_configuration(
+            Some("b"),
+            &[],
+            &[placement(&s, &clusters)],
+            &[],
+            &addons,
+            observe_h2,
+            at(110),
+        );
+        let revisions: Vec<&str> = plan.revisions.keys().map(String::as_str).collect();
+        assert_eq!(revisions, expected);
+        assert!(plan.revisions.values().all(|r| r == "b"));
+        let configured_false = plan
+            .addons
+            .values()
+            .filter_map(|u| u.configured.as_ref())
+            .any(|c| c.status == "False");
+        assert!(
+            !configured_false,
+            "a revision waiting for its turn leaves Configured (about configs) alone"
+        );
+    }
+
+    #[rstest]
+    #[case::the_first_group_first(&["a", "a", "a", "a"], &["c1", "c2"])]
+    #[case::the_next_group_waits_for_the_first(&["b", "rel", "a", "a"], &[])]
+    #[case::the_next_group_once_the_first_is_done(&["b", "b", "a", "a"], &["c3", "c4"])]
+    fn a_new_plugin_revision_rolls_out_group_by_group_under_progressive_per_group(
+        #[case] states: &[&str],
+        #[case] expected: &[&str],
+    ) {
+        let s = strategy(RolloutStrategy {
+            type_: Some(RolloutType::ProgressivePerGroup),
+            ..Default::default()
+        });
+        let clusters = ["c1", "c2", "c3", "c4"];
+        let conditions = [progressing("Completed", 100)];
+        let addons: Vec<AddonInput<'_>> = clusters
+            .iter()
+            .zip(states)
+            .map(|(c, s)| on_revision(c, s, &conditions))
+            .collect();
+        let groups = PlacementInput {
+            groups: Ok(ClusterGroups::new([
+                (GroupKey::new("", 0), vec!["c1", "c2"]),
+                (GroupKey::new("", 1), vec!["c3", "c4"]),
+            ])),
+            ..placement(&s, &clusters)
+        };
+        let plan = plan_configuration(Some("b"), &[], &[groups], &[], &addons, observe_h2, at(110));
+        let revisions: Vec<&str> = plan.revisions.keys().map(String::as_str).collect();
+        assert_eq!(revisions, expected);
+    }
+
+    #[test]
+    fn configs_a_new_revision_overtook_before_they_rendered_are_released_with_it() {
+        let s = strategy(progressive(1, "None"));
+        let conditions = [progressing("Progressing", 100)];
+        // Released config h2 under revision a; the deploy now holds it for revision b.
+        let overtaken = AddonInput {
+            revisions: AddonRevisions {
+                released: None,
+                applied: Some("a"),
+            },
+            ..addon("c1", "run", &conditions)
+        };
+        let plan = plan_configuration(
+            Some("b"),
+            &[],
+            &[placement(&s, &["c1"])],
+            &[],
+            &[overtaken],
+            observe_h2,
+            at(110),
+        );
+        assert_eq!(
+            plan.revisions.get("c1").map(String::as_str),
+            Some("b"),
+            "released, not waited for forever"
+        );
+    }
+
+    #[test]
+    fn a_cluster_failing_on_a_new_revision_counts_toward_max_failures_and_stops_it() {
+        let s = strategy(progressive(2, "10s"));
+        let clusters = ["c1", "c2", "c3", "c4"];
+        let running = [progressing("Progressing", 100)];
+        let failed = [progressing("Failed", 100)];
+        let addons = [
+            on_revision("c1", "rel", &running),
+            on_revision("c2", "rel", &failed),
+            on_revision("c3", "a", &running),
+            on_revision("c4", "a", &running),
+        ];
+        let plan = plan_configuration(
+            Some("b"),
+            &[],
+            &[placement(&s, &clusters)],
+            &[],
+            &addons,
+            observe_h2,
+            at(200),
+        );
+        assert!(
+            plan.revisions.is_empty(),
+            "maxFailures (0) breached: no new cluster gets the revision: {:?}",
+            plan.revisions
+        );
+        let condition = &plan.progressions[0].conditions[0];
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("True", "Progressing")
+        );
+        assert!(condition.message.contains("2 timeout"), "{}", condition.message);
+    }
+
+    #[test]
+    fn the_progression_completes_once_every_add_on_applied_the_new_revision() {
+        let s = strategy(progressive(2, "None"));
+        let clusters = ["c1", "c2"];
+        let completed = [progressing("Completed", 100)];
+        let plan_with = |states: [&str; 2]| {
+            let addons: Vec<AddonInput<'_>> = clusters
+                .iter()
+                .zip(states)
+                .map(|(c, s)| on_revision(c, s, &completed))
+                .collect();
+            plan_configuration(
+                Some("b"),
+                &[],
+                &[placement(&s, &clusters)],
+                &[],
+                &addons,
+                observe_h2,
+                at(104),
+            )
+            .progressions[0]
+                .conditions[0]
+                .reason
+                .clone()
+        };
+        assert_eq!(plan_with(["b", "rel"]), "Progressing");
+        assert_eq!(plan_with(["b", "b"]), "Completed");
+    }
+
+    #[test]
+    fn add_ons_no_placement_owns_get_a_new_revision_at_once() {
+        let conditions = [progressing("Completed", 100)];
+        let addons = [
+            on_revision("m1", "a", &conditions),
+            on_revision("m2", "a", &conditions),
+        ];
+        let plan = plan_configuration(Some("b"), &[], &[], &[], &addons, observe_h2, at(104));
+        let revisions: Vec<&str> = plan.revisions.keys().map(String::as_str).collect();
+        assert_eq!(revisions, ["m1", "m2"]);
+    }
+
     #[test]
     fn add_ons_no_placement_owns_are_released_at_once() {
         let conditions = [progressing("Completed", 100)];
         let addons = [addon("m1", "old", &conditions), addon("m2", "old", &conditions)];
         let defaults = [config("cfg")];
-        let plan = plan_configuration(&defaults, &[], &[], &addons, observe_h2, at(104));
+        let plan = plan_configuration(None, &defaults, &[], &[], &addons, observe_h2, at(104));
         assert_eq!(released(&plan), ["m1", "m2"]);
     }
 }

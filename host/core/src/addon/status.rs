@@ -151,6 +151,9 @@ pub struct ProgressingInput<'a> {
     pub works: &'a [ManifestWork],
     /// The ManagedClusterAddOn's `status.configReferences`.
     pub config_references: &'a [ConfigReference],
+    /// The plugin revision released to the add-on, if any (see [`super::revision`]): a work
+    /// rendered by another revision is still progressing.
+    pub plugin_revision: Option<&'a str>,
 }
 
 /// The `Progressing` condition and whether the rollout completed on this cluster (then the
@@ -181,7 +184,8 @@ fn progressing_condition(
 /// False `ConfigurationUnsupported`; no `ManifestApplied` (or `HostingManifestApplied` when
 /// hosted) yet → False `WaitingFor...`; no works, a work rendered for other config hashes, or a
 /// work not Available and Applied at its generation → True `Progressing`; else False
-/// `Completed`.
+/// `Completed`. Flotilla adds one rule beside the config hashes: a work rendered by another
+/// plugin revision than the one released to the add-on is still progressing.
 pub fn progressing(input: ProgressingInput<'_>) -> Progressing {
     let not_done = |condition| Progressing {
         condition,
@@ -228,6 +232,12 @@ pub fn progressing(input: ProgressingInput<'_>) -> Progressing {
         }
         if !work_configs_match(work, input.config_references) {
             return in_progress("mca and work configs mismatch");
+        }
+        if input
+            .plugin_revision
+            .is_some_and(|r| super::revision::work_revision(work) != Some(r))
+        {
+            return in_progress("mca and work plugin revisions mismatch");
         }
         if !work_is_ready(work) {
             return in_progress("work is not ready");
@@ -332,9 +342,6 @@ pub fn rollout_status(
     if desired.len() != status.len() {
         return to_apply;
     }
-    let progressing = conditions::find(conditions, mca::CONDITION_PROGRESSING);
-    let reason = progressing.map(|c| c.reason.as_str()).unwrap_or_default();
-    let since = progressing.map(|c| c.last_transition_time.clone());
     for actual in status {
         let Some(actual_desired) = actual.desired_config.as_ref() else {
             return to_apply;
@@ -352,29 +359,42 @@ pub fn rollout_status(
             return to_apply;
         }
         if actual.last_applied_config != actual.desired_config {
-            return match reason {
-                mca::REASON_FAILED => AddonRolloutStatus {
-                    state: RolloutState::Failed,
-                    since,
-                },
-                mca::REASON_PROGRESSING => AddonRolloutStatus {
-                    state: RolloutState::Progressing,
-                    since,
-                },
-                _ => AddonRolloutStatus {
-                    state: RolloutState::Progressing,
-                    since: None,
-                },
-            };
+            return released_not_applied(conditions);
         }
     }
+    all_applied(conditions)
+}
+
+/// The state of an add-on released something it has not applied yet: Failed or Progressing by
+/// the `Progressing` reason, since its transition (no start when the reason says neither).
+pub fn released_not_applied(conditions: &[Condition]) -> AddonRolloutStatus {
+    let progressing = conditions::find(conditions, mca::CONDITION_PROGRESSING);
+    let since = progressing.map(|c| c.last_transition_time.clone());
+    match progressing.map(|c| c.reason.as_str()) {
+        Some(mca::REASON_FAILED) => AddonRolloutStatus {
+            state: RolloutState::Failed,
+            since,
+        },
+        Some(mca::REASON_PROGRESSING) => AddonRolloutStatus {
+            state: RolloutState::Progressing,
+            since,
+        },
+        _ => AddonRolloutStatus {
+            state: RolloutState::Progressing,
+            since: None,
+        },
+    }
+}
+
+/// The state of an add-on that applied everything released to it: Succeeded, since the
+/// `Progressing` transition when it says `Completed` (the start of `minSuccessTime`).
+pub fn all_applied(conditions: &[Condition]) -> AddonRolloutStatus {
+    let progressing = conditions::find(conditions, mca::CONDITION_PROGRESSING);
     AddonRolloutStatus {
         state: RolloutState::Succeeded,
-        since: if reason == mca::REASON_COMPLETED {
-            since
-        } else {
-            None
-        },
+        since: progressing
+            .filter(|c| c.reason == mca::REASON_COMPLETED)
+            .map(|c| c.last_transition_time.clone()),
     }
 }
 
@@ -737,6 +757,7 @@ mod tests {
             hosted: false,
             works,
             config_references: references,
+            plugin_revision: None,
         });
         (
             p.condition.status.into(),
@@ -744,6 +765,36 @@ mod tests {
             p.condition.message,
             p.completed,
         )
+    }
+
+    #[test]
+    fn a_work_rendered_by_another_plugin_revision_is_still_progressing() {
+        let applied = vec![cond("ManifestApplied", "True", "AddonManifestApplied", None)];
+        let mut good = work("addon-hello-deploy-0", None, 2, ready(2));
+        let outcome = |work: &ManifestWork, released| {
+            let p = progressing(ProgressingInput {
+                addon_name: "hello",
+                unsupported: None,
+                conditions: &applied,
+                hosted: false,
+                works: std::slice::from_ref(work),
+                config_references: &[],
+                plugin_revision: released,
+            });
+            (p.condition.reason, p.completed)
+        };
+        assert_eq!(
+            outcome(&good, None),
+            ("Completed", true),
+            "nothing released: no check"
+        );
+        assert_eq!(outcome(&good, Some("b")), ("Progressing", false));
+        good.metadata.annotations = Some(BTreeMap::from([(
+            super::super::revision::WORK_REVISION_ANNOTATION.to_owned(),
+            "a".to_owned(),
+        )]));
+        assert_eq!(outcome(&good, Some("b")), ("Progressing", false));
+        assert_eq!(outcome(&good, Some("a")), ("Completed", true));
     }
 
     #[test]
