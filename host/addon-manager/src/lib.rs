@@ -124,6 +124,18 @@ pub(crate) fn hash_of(parts: &impl serde::Serialize) -> Option<u64> {
     Some(hasher.finish())
 }
 
+/// A fingerprint of everything a plugin's answer depends on, to call it only when an input
+/// changed. The inputs' `Debug` forms are deterministic (ordered maps), which is all a
+/// fingerprint needs; a collision would only reuse an answer for identical-looking inputs.
+pub(crate) fn fingerprint(parts: &[&dyn std::fmt::Debug]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for part in parts {
+        format!("{part:?}").hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
 /// The conditions of `addon` of the given types, for [`addon_triggers`]' predicates.
 pub(crate) fn conditions_of<'a>(
     addon: &'a flotilla_api::addon::v1alpha1::ManagedClusterAddOn,

@@ -57,18 +57,6 @@ use super::Context;
 use crate::configs::{config_object, observed};
 use crate::error::{self, Result};
 
-/// A fingerprint of everything a plugin's `manifests()` answer depends on. The inputs' `Debug`
-/// forms are deterministic (ordered maps), which is all a fingerprint needs; a collision would
-/// only reuse an output for identical-looking inputs.
-fn render_key(parts: &[&dyn std::fmt::Debug]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    for part in parts {
-        format!("{part:?}").hash(&mut hasher);
-    }
-    hasher.finish()
-}
-
 /// Whether `existing` already is `desired` as far as the add-on manager owns it.
 fn unchanged(existing: &ManifestWork, desired: &ManifestWork) -> bool {
     let annotation =
@@ -453,7 +441,7 @@ async fn render_and_apply(
     };
     // The same inputs to the same plugin revision give the same output: the plugin is called
     // only when something it sees changed, not for every status write that wakes this reconcile.
-    let key = render_key(&[
+    let key = crate::fingerprint(&[
         &addon.uid().unwrap_or_default(),
         &plugin.digest(),
         &cluster_input,

@@ -37,7 +37,12 @@ pub(crate) struct Context {
     pub(crate) client: Client,
     pub(crate) registry: Arc<PluginRegistry>,
     pub(crate) options: Options,
+    /// When each add-on's hub permissions were last applied, and from which inputs.
+    pub(crate) applied: std::sync::Mutex<Applied>,
 }
+
+/// Hub permissions applied, by add-on uid: (fingerprint of the inputs, when).
+pub(crate) type Applied = std::collections::HashMap<String, (u64, std::time::Instant)>;
 
 /// The plugin's declared registrations in the core's terms.
 pub(crate) fn declared(registrations: &[Registration]) -> Vec<Declared> {
@@ -91,6 +96,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         client,
         registry,
         options,
+        applied: std::sync::Mutex::new(Applied::new()),
     });
     flotilla_kube::controller::run("addon-registration", controller, reconcile::reconcile, context).await;
 }

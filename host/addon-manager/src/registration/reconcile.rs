@@ -40,6 +40,9 @@ pub(crate) const PERMISSIONS_FIELD_MANAGER: &str = "addon-manager-registration";
 /// Registers one ManagedClusterAddOn (see the module docs).
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
     if addon.meta().deletion_timestamp.is_some() {
+        if let Ok(mut applied) = ctx.applied.lock() {
+            applied.remove(&addon.uid().unwrap_or_default());
+        }
         return Ok(Action::await_change());
     }
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
@@ -164,6 +167,19 @@ async fn permissions(
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let (cluster_input, addon_input) =
         plugin_inputs(cluster, addon, install_namespace).map_err(Failure::Refused)?;
+    // The same inputs to the same plugin revision give the same permissions: they are applied
+    // again only when an input changed, or once they are half a resync old (which repairs a
+    // hand edit at the next resync, as before), not at every wake-up of the add-on.
+    let uid = addon.uid().unwrap_or_default();
+    let key = crate::fingerprint(&[&plugin.digest(), &cluster_input, &addon_input, &regs]);
+    let fresh = |(k, at): &(u64, std::time::Instant)| *k == key && at.elapsed() < ctx.options.resync / 2;
+    if ctx
+        .applied
+        .lock()
+        .is_ok_and(|applied| applied.get(&uid).is_some_and(fresh))
+    {
+        return Ok(());
+    }
     let objects = plugin
         .hub_permissions(&cluster_input, &addon_input)
         .await
@@ -216,7 +232,11 @@ async fn permissions(
     }
     prune(&ctx.client, &namespace, &name, &keep)
         .await
-        .map_err(Failure::Kube)
+        .map_err(Failure::Kube)?;
+    if let Ok(mut applied) = ctx.applied.lock() {
+        applied.insert(uid, (key, std::time::Instant::now()));
+    }
+    Ok(())
 }
 
 /// The hook inputs for this cluster and add-on, the add-on in `install_namespace`.
