@@ -18,6 +18,7 @@ use std::process::Command;
 const PLUGINS: &[(&str, &str)] = &[
     ("HELLOWORLD", "helloworld"),
     ("HELLOWORLD_CONFIG", "helloworld-config"),
+    ("ADDON_TEMPLATE", "addon-template"),
     ("CUSTOM_SIGNER", "custom-signer"),
     ("REVISION_B", "revision-b"),
     ("PRE_DELETE", "pre-delete"),
