@@ -38,6 +38,7 @@ pub mod error;
 mod health;
 mod install;
 mod plugin;
+mod plugins;
 mod registration;
 mod rollout;
 
@@ -48,6 +49,7 @@ use flotilla_wasm::PluginRegistry;
 use kube::Client;
 
 pub use error::{Error, Result};
+pub use plugins::Plugins;
 
 /// The ManagedClusterAddOns of add-on `name` (one per cluster): what a change of its
 /// ClusterManagementAddOn or AddOnPlugin re-reconciles.
@@ -114,13 +116,15 @@ impl Default for Options {
 /// the one the AddOnPlugin controller loads plugin revisions into.
 pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
     tracing::info!("add-on manager starting");
+    // Every controller finds an add-on's plugin through this one value (`Plugins::for_addon`).
+    let plugins = Arc::new(Plugins::new(registry));
     futures::join!(
-        plugin::run(client.clone(), Arc::clone(&registry), options.clone()),
+        plugin::run(client.clone(), Arc::clone(&plugins), options.clone()),
         install::run(client.clone(), options.clone()),
         rollout::run(client.clone(), options.clone()),
-        registration::run(client.clone(), Arc::clone(&registry), options.clone()),
-        csr::run(client.clone(), Arc::clone(&registry), options.clone()),
-        deploy::run(client.clone(), Arc::clone(&registry), options.clone()),
-        health::run(client, registry, options),
+        registration::run(client.clone(), Arc::clone(&plugins), options.clone()),
+        csr::run(client.clone(), Arc::clone(&plugins), options.clone()),
+        deploy::run(client.clone(), Arc::clone(&plugins), options.clone()),
+        health::run(client, plugins, options),
     );
 }

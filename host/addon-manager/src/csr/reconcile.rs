@@ -30,6 +30,7 @@ use serde_json::json;
 
 use super::Context;
 use crate::error::{self, Result};
+use crate::plugins::Served;
 
 /// Event reasons on add-on CSRs.
 pub(crate) mod reasons {
@@ -132,7 +133,13 @@ pub(crate) async fn reconcile(csr: Arc<CertificateSigningRequest>, ctx: Arc<Cont
         }
         _ => None,
     };
-    let plugin = ctx.registry.get(&addon_label);
+    let plugin = match &mca {
+        Some(mca) => match ctx.plugins.for_addon(&ctx.client, mca).await? {
+            Served::By(plugin) => Some(plugin),
+            Served::Pending(_) | Served::Unavailable(_) => None,
+        },
+        None => None,
+    };
     // Enabled: the add-on exists on the cluster, is not being deleted, and a plugin drives it.
     let enabled = mca
         .as_ref()

@@ -19,12 +19,12 @@ mod reconcile;
 
 use std::sync::Arc;
 
+use crate::plugins::Plugins;
 use flotilla_api::addon::consts::ADDON_NAME_LABEL;
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::ManifestWork;
-use flotilla_wasm::PluginRegistry;
 use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
@@ -39,7 +39,7 @@ pub(crate) struct Context {
     pub(crate) clusters: Store<ManagedCluster>,
     /// ClusterManagementAddOns.
     pub(crate) cmas: Store<ClusterManagementAddOn>,
-    pub(crate) registry: Arc<PluginRegistry>,
+    pub(crate) plugins: Arc<Plugins>,
     pub(crate) options: Options,
     /// Bounds the plugin calls in flight ([`Options::max_concurrent_renders`]).
     pub(crate) renders: tokio::sync::Semaphore,
@@ -64,7 +64,7 @@ fn slim_cluster(cluster: &mut ManagedCluster) {
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
+pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
     let controller = Controller::new(
         Api::<ManagedClusterAddOn>::all(client.clone()),
         watcher::Config::default(),
@@ -118,7 +118,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         client,
         clusters,
         cmas,
-        registry,
+        plugins,
         renders: tokio::sync::Semaphore::new(options.max_concurrent_renders.max(1)),
         rendered: std::sync::Mutex::new(Rendered::new()),
         options,

@@ -47,6 +47,7 @@ use serde_json::Value;
 use super::Context;
 use crate::configs::{config_object, observed};
 use crate::error::{self, Result};
+use crate::plugins::Served;
 
 /// A fingerprint of everything a plugin's `manifests()` answer depends on. The inputs' `Debug`
 /// forms are deterministic (ordered maps), which is all a fingerprint needs; a collision would
@@ -116,15 +117,28 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
             return Ok(Action::await_change());
         }
     }
-    let Some(plugin) = ctx.registry.get(&name) else {
-        if deleting && !plugin_registered(client, &name).await? {
-            // The plugin is gone, so nothing can render the hooks any more.
+    let plugin = match ctx.plugins.for_addon(client, &addon).await? {
+        Served::By(plugin) => plugin,
+        Served::Pending(_) | Served::Unavailable(_)
+            if deleting && !plugin_registered(client, &name).await? =>
+        {
+            // Nothing serves the add-on any more, so nothing can render the hooks.
             tracing::warn!(addon = %name, cluster = %namespace, "no plugin; pre-delete hooks skipped");
             write_finalizers(&api, &addon, without_pre_delete_finalizer(addon.finalizers())).await?;
             return Ok(Action::await_change());
         }
-        // The AddOnPlugin watch brings the add-on back once its plugin is loaded.
-        return Ok(Action::requeue(ctx.options.retry));
+        Served::Pending(_) => {
+            // The AddOnPlugin watch (or the rollout releasing a template) brings it back.
+            return Ok(Action::requeue(ctx.options.retry));
+        }
+        Served::Unavailable(message) => {
+            // Say why and keep the works as they are; the retry picks up a template created later.
+            let mut status = addon.status.clone().unwrap_or_default();
+            set(&mut status, manifests_not_rendered(&message), Timestamp::now());
+            flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
+                .await?;
+            return Ok(Action::requeue(ctx.options.retry));
+        }
     };
 
     let status = addon.status.clone().unwrap_or_default();

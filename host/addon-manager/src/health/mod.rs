@@ -18,6 +18,7 @@ mod reconcile;
 
 use std::sync::Arc;
 
+use crate::plugins::Plugins;
 use flotilla_api::addon::consts::ADDON_NAME_LABEL;
 use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
 use flotilla_api::cluster::v1::ManagedCluster;
@@ -27,7 +28,6 @@ use flotilla_api::work::v1::{
 };
 use flotilla_core::addon::health::Prober;
 use flotilla_core::addon::works::ProbeFeedback;
-use flotilla_wasm::PluginRegistry;
 use flotilla_wasm::types::{self, HealthMode};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
@@ -38,7 +38,7 @@ use crate::Options;
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
-    pub(crate) registry: Arc<PluginRegistry>,
+    pub(crate) plugins: Arc<Plugins>,
     pub(crate) options: Options,
 }
 
@@ -115,7 +115,7 @@ pub(crate) fn probe_feedback<'a>(
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
+pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
     let controller = Controller::new(
         Api::<ManagedClusterAddOn>::all(client.clone()),
         watcher::Config::default(),
@@ -142,7 +142,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         );
     let context = Arc::new(Context {
         client,
-        registry,
+        plugins,
         options,
     });
     flotilla_kube::controller::run("addon-health", controller, reconcile::reconcile, context).await;

@@ -21,10 +21,10 @@ pub(crate) use reconcile::plugin_inputs;
 
 use std::sync::Arc;
 
+use crate::plugins::Plugins;
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, Subject};
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_core::addon::registration::Declared;
-use flotilla_wasm::PluginRegistry;
 use flotilla_wasm::types::Registration;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -34,7 +34,7 @@ use crate::Options;
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
-    pub(crate) registry: Arc<PluginRegistry>,
+    pub(crate) plugins: Arc<Plugins>,
     pub(crate) options: Options,
 }
 
@@ -58,7 +58,7 @@ pub(crate) fn declared(registrations: &[Registration]) -> Vec<Declared> {
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
+pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
     let controller = Controller::new(
         Api::<ManagedClusterAddOn>::all(client.clone()),
         watcher::Config::default(),
@@ -77,7 +77,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         );
     let context = Arc::new(Context {
         client,
-        registry,
+        plugins,
         options,
     });
     flotilla_kube::controller::run("addon-registration", controller, reconcile::reconcile, context).await;
