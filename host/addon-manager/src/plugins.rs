@@ -34,8 +34,10 @@ pub(crate) const TEMPLATE_GROUP: &str = "addon.open-cluster-management.io";
 /// Resource of AddOnTemplates in config references.
 pub(crate) const TEMPLATE_RESOURCE: &str = "addontemplates";
 
-/// Loaded template instances: (add-on, template name) → (spec hash, instance).
-type TemplateInstances = HashMap<(String, String), (String, Arc<Plugin>)>;
+/// Template instances: (add-on, template name) → (spec hash, the instance or why the runtime
+/// refused it). A refusal is kept too, so a broken template is not loaded again on every
+/// reconcile; a new spec hash tries again.
+type TemplateInstances = HashMap<(String, String), (String, Result<Arc<Plugin>, String>)>;
 
 /// The answer of [`Plugins::for_addon`].
 #[derive(Clone)]
@@ -47,6 +49,13 @@ pub(crate) enum Served {
     /// Its AddOnTemplate cannot serve it (missing, or refused by the runtime): a message a
     /// person can act on, for a condition.
     Unavailable(String),
+}
+
+fn served(loaded: &Result<Arc<Plugin>, String>) -> Served {
+    match loaded {
+        Ok(plugin) => Served::By(Arc::clone(plugin)),
+        Err(message) => Served::Unavailable(message.clone()),
+    }
 }
 
 /// The plugins of the hub: AddOnPlugin revisions and built-in template instances.
@@ -104,10 +113,10 @@ impl Plugins {
         let object = serde_json::to_value(&template).unwrap_or_default();
         let hash = spec_hash(&object).unwrap_or_default();
         let key = (name.clone(), template_name.clone());
-        if let Some((loaded_hash, plugin)) = self.cache().get(&key)
+        if let Some((loaded_hash, loaded)) = self.cache().get(&key)
             && *loaded_hash == hash
         {
-            return Ok(Served::By(Arc::clone(plugin)));
+            return Ok(served(loaded));
         }
         let grant = json!({"name": template_name, "spec": object.get("spec")}).to_string();
         let loaded = self
@@ -121,17 +130,16 @@ impl Plugins {
                 vec![(ADDON_TEMPLATE_ENV.to_owned(), grant)],
             )
             .await;
-        match loaded {
+        let loaded = match loaded {
             Ok(plugin) => {
-                let plugin = Arc::new(plugin);
                 tracing::info!(addon = %name, template = %template_name, %hash, "AddOnTemplate plugin instance loaded");
-                self.cache().insert(key, (hash, Arc::clone(&plugin)));
-                Ok(Served::By(plugin))
+                Ok(Arc::new(plugin))
             }
-            Err(e) => Ok(Served::Unavailable(format!(
-                "AddOnTemplate {template_name} cannot be served: {e}"
-            ))),
-        }
+            Err(e) => Err(format!("AddOnTemplate {template_name} cannot be served: {e}")),
+        };
+        let answer = served(&loaded);
+        self.cache().insert(key, (hash, loaded));
+        Ok(answer)
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, TemplateInstances> {

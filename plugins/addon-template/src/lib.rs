@@ -221,12 +221,20 @@ impl Template {
     }
 }
 
-/// The agent name OCM gives template add-ons: `<addon>-agent` (the last part of the kube-client
-/// user), as a subject template.
-fn kube_client_subject() -> Subject {
+/// The kube-client subject of template add-ons, as a template: OCM names their agent
+/// `<addon>-agent` (the last part of the user). `describe` has no add-on name and the host takes
+/// only `{addon-name}` or a DNS-1123 name there, so the agent is named from the template's
+/// `addonName` (the add-on it is for; its own name when unset).
+fn kube_client_subject(template: &Template) -> Subject {
+    let addon = if template.spec.addon_name.is_empty() {
+        &template.name
+    } else {
+        &template.spec.addon_name
+    };
     Subject {
-        user: "system:open-cluster-management:cluster:{cluster-name}:addon:{addon-name}:agent:{addon-name}-agent"
-            .to_owned(),
+        user: format!(
+            "system:open-cluster-management:cluster:{{cluster-name}}:addon:{{addon-name}}:agent:{addon}-agent"
+        ),
         groups: vec![
             "system:open-cluster-management:cluster:{cluster-name}:addon:{addon-name}".to_owned(),
             "system:open-cluster-management:addon:{addon-name}".to_owned(),
@@ -242,7 +250,7 @@ pub fn options(template: &Template) -> AddonOptions {
         .iter()
         .filter_map(|r| match r.type_.as_str() {
             "KubeClient" => Some(Registration::KubeClient {
-                subject: Some(kube_client_subject()),
+                subject: Some(kube_client_subject(template)),
             }),
             "CustomSigner" => r.custom_signer.as_ref().map(|s| Registration::CustomSigner {
                 signer_name: s.signer_name.clone(),
@@ -333,6 +341,19 @@ pub fn render(
         .map_err(|e| invalid(e.to_string()))?;
     let object: Value = serde_json::from_str(&rendered)
         .map_err(|e| invalid(format!("not valid JSON once the variables are put in: {e}")))?;
+    for (pointer, field) in [
+        ("/apiVersion", "apiVersion"),
+        ("/kind", "kind"),
+        ("/metadata/name", "metadata.name"),
+    ] {
+        if object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            return Err(invalid(format!("is not a Kubernetes object: it has no {field}")));
+        }
+    }
     Ok(object)
 }
 
@@ -445,7 +466,7 @@ pub fn manifests(
 /// is honoured only for the cluster namespace itself, since add-on permissions never reach
 /// beyond it here, and any other namespace is an error saying so.
 pub fn hub_permissions(template: &Template, cluster: &str, addon: &str) -> Result<Vec<Manifest>, AddonError> {
-    let subject = flotilla_addon_sdk::csr::expand_subject(&kube_client_subject(), cluster, addon);
+    let subject = flotilla_addon_sdk::csr::expand_subject(&kube_client_subject(template), cluster, addon);
     let mut subjects =
         vec![json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": subject.user})];
     subjects.extend(

@@ -127,11 +127,15 @@ fn hub_kubeconfig_is_defined_only_when_the_template_registers() {
     "metadata": {"name": "{{NOPE}}"}}), "unknown variable {{NOPE}}")]
 #[case::not_an_object(json!("just text"), "manifest 0: a string is not a Kubernetes object")]
 #[case::list(json!([1, 2]), "a list is not a Kubernetes object")]
+#[case::no_kind(json!({"apiVersion": "v1", "metadata": {"name": "x"}}), "is not a Kubernetes object: it has no kind")]
+#[case::empty_name(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "{{EMPTY}}"}}),
+    "it has no metadata.name")]
 #[case::value_breaking_json(json!({"apiVersion": "v1", "kind": "ConfigMap",
     "metadata": {"name": "x"}, "data": {"v": "{{QUOTE}}"}}), "not valid JSON once the variables are put in")]
 fn bad_manifests_are_errors_naming_the_problem(#[case] manifest: Value, #[case] expected: &str) {
     let mut values = BTreeMap::new();
     values.insert("QUOTE".to_owned(), "a\"b".to_owned());
+    values.insert("EMPTY".to_owned(), String::new());
     let error = render(0, &manifest, &values).expect_err("refused");
     let AddonError::InvalidConfig(message) = error else {
         panic!("not an invalid-config error: {error:?}");
@@ -218,7 +222,7 @@ fn registrations_name_the_template_agent_and_declared_signers_and_health_is_work
     assert_eq!(options.health, HealthMode::WorkloadAvailability);
     assert!(
         matches!(&options.registrations[0], Registration::KubeClient { subject: Some(s) }
-        if s.user.ends_with(":agent:{addon-name}-agent"))
+        if s.user.ends_with(":addon:{addon-name}:agent:hello-template-agent"))
     );
     assert_eq!(
         options.registrations[1],
