@@ -11,6 +11,9 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
+#[path = "../wasm/test-plugins/wasm_target.rs"]
+mod wasm_target;
+
 /// (crate in `plugins/`, file name in `OUT_DIR`).
 const BUILTINS: &[&str] = &["addon-template"];
 
@@ -46,6 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
 
+    wasm_target::ensure_wasm_target()?;
     let target_dir = env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo.join("target"))
