@@ -228,6 +228,33 @@ async fn the_documentation_example_installs_registers_and_reports_health_on_two_
             support::await_condition(&client, cluster, ADDON, "Available", |c| c.status == "True").await;
         assert!(!available.message.is_empty(), "{available:?}");
     }
+
+    // A new template revision reaches every cluster: the rollout releases its spec hash and a
+    // new plugin instance renders it.
+    let mut edited = hello_template(ADDON, ADDON);
+    edited["spec"]["agentSpec"]["workload"]["manifests"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
+        [1] = json!("agent-v2");
+    support::apply_json(
+        &client,
+        "addon.open-cluster-management.io/v1alpha1",
+        "AddOnTemplate",
+        None,
+        edited,
+    )
+    .await;
+    for cluster in clusters {
+        support::await_work(
+            &client,
+            cluster,
+            &format!("addon-{ADDON}-deploy-0"),
+            "the work of the edited template",
+            |w| {
+                deployment_of(w)
+                    .is_some_and(|d| d["spec"]["template"]["spec"]["containers"][0]["args"][1] == "agent-v2")
+            },
+        )
+        .await;
+    }
 }
 
 #[tokio::test]

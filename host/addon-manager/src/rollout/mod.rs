@@ -9,7 +9,8 @@
 //!  ClusterManagementAddOn ─────────────────────────────┐
 //!  ManagedClusterAddOn (same name) ────────────────────┤
 //!  PlacementDecision, Placement (install strategy) ────┼─▶ reconcile(CMA)
-//!  AddOnDeploymentConfig (CMAs supporting the type) ───┘     requeued at the nearest
+//!  AddOnDeploymentConfig (CMAs supporting the type) ───┤     requeued at the nearest
+//!  AddOnTemplate (CMAs supporting the type) ───────────┘
 //!                                                            progressDeadline / minSuccessTime
 //! ```
 
@@ -17,7 +18,9 @@ mod reconcile;
 
 use std::sync::Arc;
 
-use flotilla_api::addon::v1alpha1::{AddOnDeploymentConfig, ClusterManagementAddOn, ManagedClusterAddOn};
+use flotilla_api::addon::v1alpha1::{
+    AddOnDeploymentConfig, AddOnTemplate, ClusterManagementAddOn, ManagedClusterAddOn,
+};
 use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
 use kube::runtime::reflector::ObjectRef;
@@ -26,6 +29,7 @@ use kube::{Api, Client, ResourceExt};
 
 use crate::Options;
 use crate::configs::ADC_RESOURCE;
+use crate::plugins::TEMPLATE_RESOURCE;
 
 /// What one reconcile needs.
 pub(crate) struct Context {
@@ -48,7 +52,12 @@ pub(crate) async fn run(client: Client, options: Options) {
         Api::<ClusterManagementAddOn>::all(client.clone()),
         watcher::Config::default(),
     );
-    let (by_decision, by_placement, by_config) = (controller.store(), controller.store(), controller.store());
+    let (by_decision, by_placement, by_config, by_template) = (
+        controller.store(),
+        controller.store(),
+        controller.store(),
+        controller.store(),
+    );
     let controller = controller
         .watches(
             Api::<ManagedClusterAddOn>::all(client.clone()),
@@ -85,6 +94,19 @@ pub(crate) async fn run(client: Client, options: Options) {
                         .supported_configs
                         .iter()
                         .any(|s| s.group_resource.resource == ADC_RESOURCE)
+                })
+            },
+        )
+        // A template's new spec hash is released like any config's: its add-ons re-render.
+        .watches(
+            Api::<AddOnTemplate>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| {
+                crate::select(&by_template, |c| {
+                    c.spec
+                        .supported_configs
+                        .iter()
+                        .any(|s| s.group_resource.resource == TEMPLATE_RESOURCE)
                 })
             },
         );
