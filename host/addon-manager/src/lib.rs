@@ -27,9 +27,11 @@
 //!
 //! Each controller is a module with `mod.rs` (what it watches) and `reconcile.rs` (one
 //! reconcile); every decision (configs, hashes, work names and splitting, conditions, install
-//! plans) is a pure function in `flotilla_core::addon`. Plugins come from the shared
-//! [`PluginRegistry`] the AddOnPlugin controller fills; [`run`] starts the controllers and runs
-//! until the returned future is dropped.
+//! plans) is a pure function in `flotilla_core::addon`. Every controller finds an add-on's plugin
+//! through [`Plugins`]: the revision in the shared [`PluginRegistry`] the AddOnPlugin controller
+//! fills, or, for an add-on whose config is an AddOnTemplate, an instance of the built-in
+//! AddOnTemplate plugin for that template; [`run`] starts the controllers and runs until the
+//! returned future is dropped.
 
 mod configs;
 mod csr;
