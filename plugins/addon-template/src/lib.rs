@@ -11,8 +11,9 @@
 //!                     CustomSigner: its signer and subject), health WorkloadAvailability,
 //!                     configs addontemplates + addondeploymentconfigs
 //!   manifests ─────── every spec.agentSpec.workload.manifests[i]: JSON text ─{{VAR}}─▶ object,
-//!                     then Deployments/DaemonSets get the preset variables as container env and
-//!                     the registration secrets as volumes
+//!                     then Deployments/DaemonSets get the preset variables as container env,
+//!                     the registration secrets as volumes, and the AddOnDeploymentConfig's node
+//!                     placement, registry mirrors, proxy env and resources
 //!   hub-permissions ─ KubeClient hubPermissions ─▶ RoleBindings (CurrentCluster: ClusterRole
 //!                     bound in the cluster namespace; SingleNamespace: only the cluster namespace)
 //!   approve-csr ───── OCM's defaults: kube-client CSRs by the default approver, custom-signer
@@ -34,7 +35,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use flotilla_addon_sdk::config::{ADDON_GROUP, addon_deployment_config, addon_deployment_config_type};
+use flotilla_addon_sdk::config::{
+    ADDON_GROUP, AddOnDeploymentConfigSpec, addon_deployment_config, addon_deployment_config_type,
+};
 use flotilla_addon_sdk::csr::{KUBE_CLIENT_SIGNER, default_approve};
 use flotilla_addon_sdk::serde_json::{self, Value, json};
 use flotilla_addon_sdk::{
@@ -371,16 +374,30 @@ fn kind_of(value: &Value) -> &'static str {
 /// OCM's decorations of a rendered Deployment or DaemonSet: every container gets the preset
 /// variables as env, and the pod gets the registration secrets as volumes (the kube-client
 /// `<addon>-hub-kubeconfig` at `/managed/hub-kubeconfig`, each custom signer's
-/// `<addon>-<signer>-client-cert` at `/managed/<signer>`). Other objects are left as they are.
-pub fn decorate(object: &mut Value, template: &Template, addon: &str, preset: &[(&str, &str)]) {
-    let workload = object.get("apiVersion").and_then(Value::as_str) == Some("apps/v1")
-        && matches!(
-            object.get("kind").and_then(Value::as_str),
-            Some("Deployment" | "DaemonSet")
-        );
+/// `<addon>-<signer>-client-cert` at `/managed/<signer>`); then the AddOnDeploymentConfig's
+/// settings, if any (see [`apply_deployment_config`]). Other objects are left as they are.
+pub fn decorate(
+    object: &mut Value,
+    template: &Template,
+    addon: &str,
+    preset: &[(&str, &str)],
+    adc: Option<&AddOnDeploymentConfigSpec>,
+) {
+    let resource = match (
+        object.get("apiVersion").and_then(Value::as_str),
+        object.get("kind").and_then(Value::as_str),
+    ) {
+        (Some("apps/v1"), Some("Deployment")) => "deployments",
+        (Some("apps/v1"), Some("DaemonSet")) => "daemonsets",
+        _ => return,
+    };
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let Some(pod) = object
         .pointer_mut("/spec/template/spec")
-        .filter(|_| workload)
         .and_then(Value::as_object_mut)
     else {
         return;
@@ -415,6 +432,49 @@ pub fn decorate(object: &mut Value, template: &Template, addon: &str, preset: &[
         }
     }
     append(pod, "volumes", &volumes);
+    if let Some(adc) = adc {
+        apply_deployment_config(pod, adc, resource, &name);
+    }
+}
+
+/// The AddOnDeploymentConfig's settings on a workload's pod spec, as OCM's template agent
+/// applies them: `nodePlacement` replaces the node selector and tolerations, `registries`
+/// rewrite each container image, `proxyConfig` adds `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` env,
+/// and `resourceRequirements` (`<resource>:<name>:<container>`, `*` for any) set each
+/// container's resources. Edited as JSON, so fields the template sets are kept as written.
+pub fn apply_deployment_config(
+    pod: &mut serde_json::Map<String, Value>,
+    adc: &AddOnDeploymentConfigSpec,
+    resource: &str,
+    name: &str,
+) {
+    if let Some(placement) = &adc.node_placement {
+        if !placement.node_selector.is_empty() {
+            pod.insert("nodeSelector".to_owned(), json!(placement.node_selector));
+        }
+        if !placement.tolerations.is_empty() {
+            pod.insert("tolerations".to_owned(), json!(placement.tolerations));
+        }
+    }
+    let proxy: Vec<Value> = adc.proxy_env().iter().map(|e| json!(e)).collect();
+    let Some(containers) = pod.get_mut("containers").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for container in containers.iter_mut().filter_map(Value::as_object_mut) {
+        if let Some(image) = container.get("image").and_then(Value::as_str) {
+            let mirrored = adc.image(image);
+            container.insert("image".to_owned(), Value::String(mirrored));
+        }
+        append(container, "env", &proxy);
+        let container_name = container
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if let Some(resources) = adc.resources_for(resource, name, &container_name) {
+            container.insert("resources".to_owned(), json!(resources));
+        }
+    }
 }
 
 fn append(object: &mut serde_json::Map<String, Value>, key: &str, items: &[Value]) {
@@ -437,9 +497,8 @@ pub fn manifests(
     addon: &AddOn,
     configs: &[ResolvedConfig],
 ) -> Result<Vec<Manifest>, AddonError> {
-    let customized = addon_deployment_config(configs)?
-        .map(|adc| adc.variables())
-        .unwrap_or_default();
+    let adc = addon_deployment_config(configs)?;
+    let customized = adc.as_ref().map(|adc| adc.variables()).unwrap_or_default();
     let (values, preset) = variables(template, &cluster.name, &addon.install_namespace, &customized);
     let preset: Vec<(&str, &str)> = preset
         .into_iter()
@@ -454,7 +513,7 @@ pub fn manifests(
         .enumerate()
         .map(|(i, manifest)| {
             let mut object = render(i, manifest, &values)?;
-            decorate(&mut object, template, &addon.name, &preset);
+            decorate(&mut object, template, &addon.name, &preset, adc.as_ref());
             Ok(object)
         })
         .collect()

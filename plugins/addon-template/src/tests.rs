@@ -255,3 +255,34 @@ fn csrs_are_approved_as_ocm_approves_template_addons() {
     assert!(matches!(approve(&template, &cluster, &addon, &csr),
         CsrDecision::Deny(reason) if reason.contains("no registration for signer")));
 }
+
+#[test]
+fn the_deployment_configs_placement_registries_proxy_and_resources_reach_the_workloads_only() {
+    let template = hello_template();
+    let (cluster, addon) = (Cluster::new("c1"), AddOn::new("hello-template", "agents"));
+    let adc = addon_deployment_config(json!({
+        "customizedVariables": [{"name": "LOG_LEVEL", "value": "1"}],
+        "nodePlacement": {"nodeSelector": {"zone": "a"},
+                          "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]},
+        "registries": [{"source": "quay.io/open-cluster-management", "mirror": "mirror.example/ocm"}],
+        "proxyConfig": {"httpProxy": "http://proxy:3128", "noProxy": "10.0.0.0/8"},
+        "resourceRequirements": [{"containerID": "deployments:hello-template-agent:*",
+                                  "resources": {"limits": {"memory": "64Mi"}}}],
+    }));
+    let out = manifests(&template, &cluster, &addon, &[adc]).expect("renders");
+    let pod = &out[0]["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"], json!({"zone": "a"}));
+    assert_eq!(pod["tolerations"][0]["key"], "dedicated");
+    let container = &pod["containers"][0];
+    assert_eq!(container["image"], "mirror.example/ocm/addon-examples:latest");
+    assert_eq!(container["resources"], json!({"limits": {"memory": "64Mi"}}));
+    let env = container["env"].as_array().expect("env");
+    assert!(env.contains(&json!({"name": "HTTP_PROXY", "value": "http://proxy:3128"})));
+    assert!(env.contains(&json!({"name": "NO_PROXY", "value": "10.0.0.0/8"})));
+    assert!(!env.iter().any(|e| e["name"] == "HTTPS_PROXY"));
+    // The ServiceAccount is no workload: untouched.
+    assert_eq!(
+        out[1]["metadata"],
+        json!({"name": "hello-template-agent-sa", "namespace": "agents"})
+    );
+}
