@@ -33,6 +33,8 @@ use crate::error::{self, Result};
 pub(crate) const TEMPLATE_GROUP: &str = "addon.open-cluster-management.io";
 /// Resource of AddOnTemplates in config references.
 pub(crate) const TEMPLATE_RESOURCE: &str = "addontemplates";
+/// Where a template's signing CA lives when it names no namespace (OCM: the add-on manager's).
+const HUB_NAMESPACE: &str = "open-cluster-management-hub";
 
 /// Template instances: (add-on, template name) → (spec hash, the instance or why the runtime
 /// refused it). A refusal is kept too, so a broken template is not loaded again on every
@@ -49,6 +51,19 @@ pub(crate) enum Served {
     /// Its AddOnTemplate cannot serve it (missing, or refused by the runtime): a message a
     /// person can act on, for a condition.
     Unavailable(String),
+}
+
+/// The AddOnTemplate the rollout released to `addon` (its desired config of type
+/// addontemplates), if any.
+fn template_of(addon: &ManagedClusterAddOn) -> Option<String> {
+    addon
+        .status
+        .iter()
+        .flat_map(|s| &s.config_references)
+        .map(config_reference_from_v1alpha1)
+        .find(|r| r.group_resource.group == TEMPLATE_GROUP && r.group_resource.resource == TEMPLATE_RESOURCE)
+        .and_then(|r| r.desired_config)
+        .map(|d| d.referent.name)
 }
 
 fn served(loaded: &Result<Arc<Plugin>, String>) -> Served {
@@ -86,21 +101,11 @@ impl Plugins {
         if let Some(plugin) = self.registry.get(&name) {
             return Ok(Served::By(plugin));
         }
-        let template_ref = addon
-            .status
-            .iter()
-            .flat_map(|s| &s.config_references)
-            .map(config_reference_from_v1alpha1)
-            .find(|r| {
-                r.group_resource.group == TEMPLATE_GROUP && r.group_resource.resource == TEMPLATE_RESOURCE
-            })
-            .and_then(|r| r.desired_config);
-        let Some(template_ref) = template_ref else {
+        let Some(template_name) = template_of(addon) else {
             return Ok(Served::Pending(format!(
                 "no AddOnPlugin drives add-on {name} and no AddOnTemplate has been resolved for it yet"
             )));
         };
-        let template_name = template_ref.referent.name;
         let Some(template) = Api::<AddOnTemplate>::all(client.clone())
             .get_opt(&template_name)
             .await
@@ -140,6 +145,42 @@ impl Plugins {
         let answer = served(&loaded);
         self.cache().insert(key, (hash, loaded));
         Ok(answer)
+    }
+
+    /// The signing CA (`namespace`, `name` of a `kubernetes.io/tls` Secret) that the
+    /// AddOnTemplate of `addon` names for custom signer `signer` (`registration[].customSigner
+    /// .signingCA`; OCM's hub namespace when it names none); `None` when the add-on has no
+    /// template or its template does not declare the signer.
+    pub(crate) async fn template_signing_ca(
+        client: &Client,
+        addon: &ManagedClusterAddOn,
+        signer: &str,
+    ) -> Result<Option<(String, String)>> {
+        let Some(template_name) = template_of(addon) else {
+            return Ok(None);
+        };
+        let Some(template) = Api::<AddOnTemplate>::all(client.clone())
+            .get_opt(&template_name)
+            .await
+            .map_err(error::read(format!("AddOnTemplate {template_name}")))?
+        else {
+            return Ok(None);
+        };
+        Ok(template
+            .spec
+            .registration
+            .iter()
+            .flatten()
+            .filter_map(|r| r.custom_signer.as_ref())
+            .find(|c| c.signer_name == signer)
+            .map(|c| {
+                let namespace = if c.signing_ca.namespace.is_empty() {
+                    HUB_NAMESPACE.to_owned()
+                } else {
+                    c.signing_ca.namespace.clone()
+                };
+                (namespace, c.signing_ca.name.clone())
+            }))
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, TemplateInstances> {

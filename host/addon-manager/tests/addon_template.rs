@@ -317,3 +317,124 @@ async fn a_bad_template_ends_in_a_condition_that_names_the_problem() {
         );
     }
 }
+
+/// Lets every authenticated identity create and read CSRs (the registration hub grants cluster
+/// agents this; here the test stands in for it).
+async fn allow_csr_creation(client: &Client) {
+    support::apply_json(
+        client,
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        None,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "test-template-csr-creator"},
+               "rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"],
+                          "verbs": ["create", "get", "list", "watch"]}]}),
+    )
+    .await;
+    support::apply_json(
+        client,
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        None,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "test-template-csr-creator"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": "test-template-csr-creator"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                             "name": "system:authenticated"}]}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_templates_custom_signer_csr_is_signed_with_the_signing_ca_the_template_names() {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    const SIGNER: &str = "example.com/tpl-signer";
+    let (addon, cluster) = ("tpl-signer", "tpl-signer");
+    let client = client().await;
+    allow_csr_creation(&client).await;
+    support::namespace(&client, CONFIG_NAMESPACE).await;
+    let ca = flotilla_testing::pki::CertificateAuthority::new("template signer test CA").expect("CA");
+    support::apply_json(
+        &client,
+        "v1",
+        "Secret",
+        Some(CONFIG_NAMESPACE),
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+               "metadata": {"name": "tpl-signer-ca", "namespace": CONFIG_NAMESPACE},
+               "stringData": {"tls.crt": ca.cert_pem(), "tls.key": ca.key_pem()}}),
+    )
+    .await;
+    let mut template = hello_template(addon, addon);
+    template["spec"]["registration"] = json!([{"type": "CustomSigner", "customSigner": {
+        "signerName": SIGNER, "signingCA": {"name": "tpl-signer-ca", "namespace": CONFIG_NAMESPACE},
+        "subject": {"user": "tpl-signer-agent", "groups": ["tpl-signer-group"]}}}]);
+    template_addon(&client, addon, addon, Some(template)).await;
+    support::cluster(&client, cluster).await;
+    support::enable(&client, addon, cluster, json!([])).await;
+
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
+    let registered =
+        flotilla_testing::wait::until("the template's custom registration", support::TIMEOUT, || {
+            let api = api.clone();
+            async move {
+                Ok::<_, kube::Error>(api.get_opt(addon).await?.and_then(|a| {
+                    a.status?
+                        .registrations
+                        .into_iter()
+                        .find(|r| r.signer_name == SIGNER)
+                }))
+            }
+        })
+        .await
+        .expect("registered");
+    assert_eq!(registered.subject.user, "tpl-signer-agent");
+
+    // The cluster's registration agent asks for the certificate.
+    let group = format!("system:open-cluster-management:{cluster}");
+    let agent = support::hub()
+        .await
+        .client_for(
+            &format!("{group}:agent1"),
+            &[&group, "system:open-cluster-management:managed-clusters"],
+        )
+        .await
+        .expect("agent client");
+    let made = flotilla_core::x509::client_request("tpl-signer-agent", &["tpl-signer-group"], &[], &[])
+        .expect("request");
+    let csr: CertificateSigningRequest = serde_json::from_value(json!({
+        "metadata": {"generateName": format!("addon-{cluster}-{addon}-"), "labels": {
+            "open-cluster-management.io/cluster-name": cluster,
+            "open-cluster-management.io/addon-name": addon}},
+        "spec": {"request": k8s_openapi::ByteString(made.request_pem.into_bytes()), "signerName": SIGNER,
+                 "usages": ["digital signature", "key encipherment", "client auth"]},
+    }))
+    .expect("CSR");
+    let name = Api::<CertificateSigningRequest>::all(agent)
+        .create(&Default::default(), &csr)
+        .await
+        .expect("create CSR")
+        .name_any();
+    let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
+    let signed = flotilla_testing::wait::until("the template CSR signed", support::TIMEOUT, || {
+        let csrs = csrs.clone();
+        let name = name.clone();
+        async move {
+            Ok::<_, kube::Error>(
+                csrs.get_opt(&name)
+                    .await?
+                    .and_then(|c| c.status?.certificate)
+                    .filter(|c| !c.0.is_empty()),
+            )
+        }
+    })
+    .await
+    .expect("signed");
+    use der::DecodePem;
+    let certificate = x509_cert::Certificate::from_pem(&signed.0).expect("a PEM certificate");
+    assert_eq!(
+        certificate.tbs_certificate().issuer().to_string(),
+        "CN=template signer test CA"
+    );
+}
