@@ -27,9 +27,11 @@
 //!
 //! Each controller is a module with `mod.rs` (what it watches) and `reconcile.rs` (one
 //! reconcile); every decision (configs, hashes, work names and splitting, conditions, install
-//! plans) is a pure function in `flotilla_core::addon`. Plugins come from the shared
-//! [`PluginRegistry`] the AddOnPlugin controller fills; [`run`] starts the controllers and runs
-//! until the returned future is dropped.
+//! plans) is a pure function in `flotilla_core::addon`. Every controller finds an add-on's plugin
+//! through [`Plugins`]: the revision in the shared [`PluginRegistry`] the AddOnPlugin controller
+//! fills, or, for an add-on whose config is an AddOnTemplate, an instance of the built-in
+//! AddOnTemplate plugin for that template; [`run`] starts the controllers and runs until the
+//! returned future is dropped.
 
 mod configs;
 mod csr;
@@ -38,6 +40,7 @@ pub mod error;
 mod health;
 mod install;
 mod plugin;
+mod plugins;
 mod registration;
 mod rollout;
 
@@ -48,6 +51,7 @@ use flotilla_wasm::PluginRegistry;
 use kube::Client;
 
 pub use error::{Error, Result};
+pub use plugins::Plugins;
 
 /// The ManagedClusterAddOns of add-on `name` (one per cluster): what a change of its
 /// ClusterManagementAddOn or AddOnPlugin re-reconciles.
@@ -176,13 +180,15 @@ impl Default for Options {
 /// the one the AddOnPlugin controller loads plugin revisions into.
 pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
     tracing::info!("add-on manager starting");
+    // Every controller finds an add-on's plugin through this one value (`Plugins::for_addon`).
+    let plugins = Arc::new(Plugins::new(registry));
     futures::join!(
-        plugin::run(client.clone(), Arc::clone(&registry), options.clone()),
+        plugin::run(client.clone(), Arc::clone(&plugins), options.clone()),
         install::run(client.clone(), options.clone()),
-        rollout::run(client.clone(), Arc::clone(&registry), options.clone()),
-        registration::run(client.clone(), Arc::clone(&registry), options.clone()),
-        csr::run(client.clone(), Arc::clone(&registry), options.clone()),
-        deploy::run(client.clone(), Arc::clone(&registry), options.clone()),
-        health::run(client, registry, options),
+        rollout::run(client.clone(), Arc::clone(&plugins), options.clone()),
+        registration::run(client.clone(), Arc::clone(&plugins), options.clone()),
+        csr::run(client.clone(), Arc::clone(&plugins), options.clone()),
+        deploy::run(client.clone(), Arc::clone(&plugins), options.clone()),
+        health::run(client, plugins, options),
     );
 }

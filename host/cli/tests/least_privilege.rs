@@ -61,6 +61,12 @@ const ALLOWED_UNUSED: &[(&str, &str, &str, &str)] = &[
     ),
     // Paths this run does not take.
     (
+        "addon.open-cluster-management.io",
+        "addontemplates",
+        "get",
+        "the AddOnTemplate of a template add-on is read when one is enabled (addon_template_e2e); this run enables none",
+    ),
+    (
         "admissionregistration.k8s.io",
         "validatingadmissionpolicies",
         "create",

@@ -19,7 +19,8 @@
 //! Everything a plugin can do to the host is bounded: CPU time (epoch deadline that yields to
 //! tokio every tick, plus a wall-clock timeout), memory (per-store limits), output (bytes and
 //! count), logs (per-call budget), and capabilities (WASI is linked so standard-library guests
-//! link, but with no directories, environment, arguments or network). A fault affects only the
+//! link, but with no directories, environment, arguments or network; only the components the
+//! hub ships itself are granted an environment, through [`Runtime::load_granting`]). A fault affects only the
 //! call that caused it; see [`Plugin`] for what each hook returns on a fault. Each revision
 //! keeps a fault record ([`Plugin::faults`]): runtime faults per hook and kind over a recent
 //! window, which the controller writes into `AddOnPlugin` status, and a quarantine after

@@ -78,6 +78,8 @@ pub(crate) struct Caller {
     pub(crate) addon: String,
     pub(crate) digest: Digest,
     pub(crate) limits: Limits,
+    /// The WASI environment every call sees (empty but for the host's built-in plugins).
+    pub(crate) env: Arc<[(String, String)]>,
     /// This revision's runtime faults and quarantine (a new revision starts clean).
     pub(crate) faults: Mutex<FaultBook>,
     /// Keeps the compiled component shared with other revisions of the same digest.
@@ -120,7 +122,10 @@ impl Caller {
             reason: e.to_string(),
         })?;
 
-        let mut store = Store::new(&rt.engine, CallState::new(&self.addon, hook, &self.limits));
+        let mut store = Store::new(
+            &rt.engine,
+            CallState::new(&self.addon, hook, &self.limits, &self.env),
+        );
         store.limiter(|state| &mut state.limiter);
         let deadline = Instant::now() + self.limits.timeout;
         let interruption = rt.config.interruption;

@@ -260,7 +260,24 @@ impl Runtime {
         expected: Option<Digest>,
         limits: Limits,
     ) -> Result<Plugin> {
-        let result = self.load_inner(addon, bytes, expected, limits).await;
+        self.load_granting(addon, bytes, expected, limits, Vec::new())
+            .await
+    }
+
+    /// Like [`Runtime::load`], and every call of the plugin sees `env` as its WASI environment:
+    /// the one capability the host grants, and only to the components it ships itself (the
+    /// built-in AddOnTemplate plugin gets its template this way, since `describe` and
+    /// `hub-permissions` take no configs). Everything else stays as for any plugin: same
+    /// sandbox, same limits.
+    pub async fn load_granting(
+        &self,
+        addon: &str,
+        bytes: Vec<u8>,
+        expected: Option<Digest>,
+        limits: Limits,
+        env: Vec<(String, String)>,
+    ) -> Result<Plugin> {
+        let result = self.load_inner(addon, bytes, expected, limits, env).await;
         let outcome = match &result {
             Ok(_) => "ok",
             Err(e) => e.fault().as_str(),
@@ -278,6 +295,7 @@ impl Runtime {
         bytes: Vec<u8>,
         expected: Option<Digest>,
         limits: Limits,
+        env: Vec<(String, String)>,
     ) -> Result<Plugin> {
         self.check_limits(&limits)?;
         let max = self.inner.config.max_component_bytes;
@@ -329,6 +347,7 @@ impl Runtime {
             addon: addon.to_owned(),
             digest,
             limits,
+            env: env.into(),
             faults: Mutex::new(FaultBook::default()),
             _compiled: compiled,
         };

@@ -52,13 +52,15 @@ pub(crate) struct CallState {
 
 impl CallState {
     /// A sandbox with nothing granted: no preopened directories, no environment, no arguments,
-    /// no network, stdin empty, stdout/stderr into bounded in-memory pipes.
-    pub(crate) fn new(addon: &str, hook: Hook, limits: &Limits) -> Self {
+    /// no network, stdin empty, stdout/stderr into bounded in-memory pipes. `env` is empty for
+    /// every plugin but the host's own built-ins (see `Runtime::load_granting`).
+    pub(crate) fn new(addon: &str, hook: Hook, limits: &Limits, env: &[(String, String)]) -> Self {
         let stdout = MemoryOutputPipe::new(CAPTURE_BYTES);
         let stderr = MemoryOutputPipe::new(CAPTURE_BYTES);
         let wasi = WasiCtxBuilder::new()
             .stdout(stdout.clone())
             .stderr(stderr.clone())
+            .envs(env)
             .max_random_size(MAX_RANDOM_BYTES)
             // The defaults already deny these; stated here so the sandbox reads from the code.
             .allow_tcp(false)

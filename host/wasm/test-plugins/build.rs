@@ -14,10 +14,15 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "wasm_target.rs"]
+mod wasm_target;
+use wasm_target::ensure_wasm_target;
+
 /// Plugin crates to build: (constant name, crate name). Every crate in `plugins/Cargo.toml`.
 const PLUGINS: &[(&str, &str)] = &[
     ("HELLOWORLD", "helloworld"),
     ("HELLOWORLD_CONFIG", "helloworld-config"),
+    ("ADDON_TEMPLATE", "addon-template"),
     ("CUSTOM_SIGNER", "custom-signer"),
     ("REVISION_B", "revision-b"),
     ("PRE_DELETE", "pre-delete"),
@@ -88,45 +93,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     writeln!(code, "];")?;
     std::fs::write(PathBuf::from(env::var("OUT_DIR")?).join("plugins.rs"), code)?;
     Ok(())
-}
-
-/// Makes sure the compiler has the standard library for `wasm32-wasip2`. rustup installs the
-/// targets of `rust-toolchain.toml` only when it installs the toolchain itself, so a machine
-/// whose toolchain was already there lacks it: add it with rustup, or say how when rustup is
-/// not the installer.
-fn ensure_wasm_target() -> Result<(), Box<dyn std::error::Error>> {
-    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let output = Command::new(&rustc).args(["--print", "sysroot"]).output()?;
-    let sysroot = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-    if sysroot.join("lib/rustlib/wasm32-wasip2/lib").is_dir() {
-        return Ok(());
-    }
-    // A rustup toolchain lives in `<rustup home>/toolchains/<name>`.
-    let toolchain = sysroot
-        .parent()
-        .filter(|parent| parent.file_name().is_some_and(|name| name == "toolchains"))
-        .and_then(|_| sysroot.file_name())
-        .map(|name| name.to_string_lossy().into_owned());
-    let mut add = vec!["target".to_owned(), "add".to_owned(), "wasm32-wasip2".to_owned()];
-    if let Some(toolchain) = &toolchain {
-        add.extend(["--toolchain".to_owned(), toolchain.clone()]);
-    }
-    let command = format!("rustup {}", add.join(" "));
-    println!("cargo:warning=the wasm32-wasip2 target is missing; running `{command}`");
-    match Command::new("rustup").args(&add).status() {
-        Ok(status) if status.success() => Ok(()),
-        Ok(status) => Err(format!(
-            "`{command}` failed ({status}); the plugins build for wasm32-wasip2, so run it by hand and try again"
-        )
-        .into()),
-        Err(_) => Err(format!(
-            "the plugins build for wasm32-wasip2, but the compiler at {} has no standard library for it and \
-             rustup is not on the PATH to add it: install Rust with rustup (https://rustup.rs) or add the \
-             wasm32-wasip2 target to this toolchain (with rustup: `{command}`)",
-            sysroot.display()
-        )
-        .into()),
-    }
 }
 
 fn build(manifest: &Path, target_dir: &Path) -> Result<(), Box<dyn std::error::Error>> {

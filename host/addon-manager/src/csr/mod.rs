@@ -23,8 +23,8 @@ mod tests;
 
 use std::sync::Arc;
 
+use crate::plugins::Plugins;
 use flotilla_api::addon::consts::ADDON_NAME_LABEL;
-use flotilla_wasm::PluginRegistry;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{Controller, watcher};
@@ -35,14 +35,14 @@ use crate::Options;
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
-    pub(crate) registry: Arc<PluginRegistry>,
+    pub(crate) plugins: Arc<Plugins>,
     pub(crate) options: Options,
     /// Publishes the Events that say why a CSR was or was not approved.
     pub(crate) recorder: Recorder,
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
+pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
     let controller = Controller::new(
         Api::<CertificateSigningRequest>::all(client.clone()),
         watcher::Config::default().labels(ADDON_NAME_LABEL),
@@ -56,7 +56,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
     );
     let context = Arc::new(Context {
         client,
-        registry,
+        plugins,
         options,
         recorder,
     });

@@ -30,6 +30,7 @@ use serde_json::json;
 
 use super::Context;
 use crate::error::{self, Result};
+use crate::plugins::Served;
 
 /// Event reasons on add-on CSRs.
 pub(crate) mod reasons {
@@ -132,7 +133,13 @@ pub(crate) async fn reconcile(csr: Arc<CertificateSigningRequest>, ctx: Arc<Cont
         }
         _ => None,
     };
-    let plugin = ctx.registry.get(&addon_label);
+    let plugin = match &mca {
+        Some(mca) => match ctx.plugins.for_addon(&ctx.client, mca).await? {
+            Served::By(plugin) => Some(plugin),
+            Served::Pending(_) | Served::Unavailable(_) => None,
+        },
+        None => None,
+    };
     // Enabled: the add-on exists on the cluster, is not being deleted, and a plugin drives it.
     let enabled = mca
         .as_ref()
@@ -175,7 +182,7 @@ pub(crate) async fn reconcile(csr: Arc<CertificateSigningRequest>, ctx: Arc<Cont
     if approved {
         // A custom signer's approved CSR: the hub signs it, after the same host checks.
         return match check_csr(&facts, registrations.as_deref()) {
-            Ok(_) => sign(&ctx, &csr, &addon_label, &request).await,
+            Ok(_) => sign(&ctx, &csr, &addon_label, mca.as_ref(), &request).await,
             Err(refusal) => {
                 let message = format!("not signed: {refusal}");
                 event(&ctx, &csr, EventType::Warning, reasons::NOT_SIGNED, message).await;
@@ -283,8 +290,15 @@ async fn approve(ctx: &Context, csr: &CertificateSigningRequest) -> Result<()> {
     Ok(())
 }
 
-/// Signs an approved custom-signer CSR with the CA of the AddOnPlugin that declares the signer.
-async fn sign(ctx: &Context, csr: &CertificateSigningRequest, addon: &str, request: &Csr) -> Result<Action> {
+/// Signs an approved custom-signer CSR with the CA of the AddOnPlugin that declares the signer,
+/// or else the one the add-on's AddOnTemplate names for it.
+async fn sign(
+    ctx: &Context,
+    csr: &CertificateSigningRequest,
+    addon: &str,
+    mca: Option<&ManagedClusterAddOn>,
+    request: &Csr,
+) -> Result<Action> {
     let name = csr.name_any();
     let signer = &csr.spec.signer_name;
     let plugins = Api::<AddOnPlugin>::all(ctx.client.clone())
@@ -296,20 +310,24 @@ async fn sign(ctx: &Context, csr: &CertificateSigningRequest, addon: &str, reque
         .iter()
         .filter(|p| crate::plugin::addon_name(p) == addon)
         .find_map(|p| p.spec.signers.iter().find(|s| &s.signer_name == signer))
-        .map(|s| s.ca_secret_ref.clone());
-    let Some(reference) = reference else {
-        let message =
-            format!("not signed: no AddOnPlugin of add-on {addon} lists signer {signer:?} in spec.signers");
+        .map(|s| (s.ca_secret_ref.namespace.clone(), s.ca_secret_ref.name.clone()));
+    let reference = match (reference, mca) {
+        (Some(reference), _) => Some(reference),
+        (None, Some(mca)) => crate::plugins::Plugins::template_signing_ca(&ctx.client, mca, signer).await?,
+        (None, None) => None,
+    };
+    let Some((ca_namespace, ca_name)) = reference else {
+        let message = format!(
+            "not signed: no AddOnPlugin of add-on {addon} lists signer {signer:?} in spec.signers, and no \
+             AddOnTemplate of it names a signingCA for it"
+        );
         event(ctx, csr, EventType::Warning, reasons::NOT_SIGNED, message).await;
         return Ok(Action::requeue(ctx.options.retry));
     };
-    let secret = Api::<Secret>::namespaced(ctx.client.clone(), &reference.namespace)
-        .get_opt(&reference.name)
+    let secret = Api::<Secret>::namespaced(ctx.client.clone(), &ca_namespace)
+        .get_opt(&ca_name)
         .await
-        .map_err(error::read(format!(
-            "Secret {}/{}",
-            reference.namespace, reference.name
-        )))?;
+        .map_err(error::read(format!("Secret {ca_namespace}/{ca_name}")))?;
     let data = |key: &str| {
         secret
             .as_ref()
@@ -328,10 +346,7 @@ async fn sign(ctx: &Context, csr: &CertificateSigningRequest, addon: &str, reque
     let certificate = match signed {
         Ok(pem) => pem,
         Err(e) => {
-            let message = format!(
-                "not signed: CA secret {}/{} of signer {signer:?}: {e}",
-                reference.namespace, reference.name
-            );
+            let message = format!("not signed: CA secret {ca_namespace}/{ca_name} of signer {signer:?}: {e}");
             event(ctx, csr, EventType::Warning, reasons::NOT_SIGNED, message).await;
             return Ok(Action::requeue(ctx.options.retry));
         }

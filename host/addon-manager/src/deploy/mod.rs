@@ -22,12 +22,12 @@ mod reconcile;
 
 use std::sync::Arc;
 
+use crate::plugins::Plugins;
 use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::ManifestWork;
-use flotilla_wasm::PluginRegistry;
 use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
@@ -42,7 +42,7 @@ pub(crate) struct Context {
     pub(crate) clusters: Store<ManagedCluster>,
     /// ClusterManagementAddOns.
     pub(crate) cmas: Store<ClusterManagementAddOn>,
-    pub(crate) registry: Arc<PluginRegistry>,
+    pub(crate) plugins: Arc<Plugins>,
     pub(crate) options: Options,
     /// Bounds the plugin calls in flight ([`Options::max_concurrent_renders`]).
     pub(crate) renders: tokio::sync::Semaphore,
@@ -92,7 +92,7 @@ fn deploy_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
+pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
     let (addons, addon_changes) = crate::addon_triggers(&client, deploy_inputs);
     let controller = Controller::for_stream(addon_changes, addons);
     let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), controller.store());
@@ -144,7 +144,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         client,
         clusters,
         cmas,
-        registry,
+        plugins,
         renders: tokio::sync::Semaphore::new(options.max_concurrent_renders.max(1)),
         rendered: std::sync::Mutex::new(Rendered::new()),
         options,

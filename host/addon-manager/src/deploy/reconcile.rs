@@ -56,6 +56,7 @@ use serde_json::Value;
 use super::Context;
 use crate::configs::{config_object, observed};
 use crate::error::{self, Result};
+use crate::plugins::Served;
 
 /// Whether `existing` already is `desired` as far as the add-on manager owns it.
 fn unchanged(existing: &ManifestWork, desired: &ManifestWork) -> bool {
@@ -110,15 +111,28 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
             return Ok(Action::await_change());
         }
     }
-    let Some(plugin) = ctx.registry.get(&name) else {
-        if deleting && !plugin_registered(client, &name).await? {
-            // The plugin is gone, so nothing can render the hooks any more.
+    let plugin = match ctx.plugins.for_addon(client, &addon).await? {
+        Served::By(plugin) => plugin,
+        Served::Pending(_) | Served::Unavailable(_)
+            if deleting && !plugin_registered(client, &name).await? =>
+        {
+            // Nothing serves the add-on any more, so nothing can render the hooks.
             tracing::warn!(addon = %name, cluster = %namespace, "no plugin; pre-delete hooks skipped");
             write_finalizers(&api, &addon, without_pre_delete_finalizer(addon.finalizers())).await?;
             return Ok(Action::await_change());
         }
-        // The AddOnPlugin watch brings the add-on back once its plugin is loaded.
-        return Ok(Action::requeue(ctx.options.retry));
+        Served::Pending(_) => {
+            // The AddOnPlugin watch (or the rollout releasing a template) brings it back.
+            return Ok(Action::requeue(ctx.options.retry));
+        }
+        Served::Unavailable(message) => {
+            // Say why and keep the works as they are; the retry picks up a template created later.
+            let mut status = addon.status.clone().unwrap_or_default();
+            set(&mut status, manifests_not_rendered(&message), Timestamp::now());
+            flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
+                .await?;
+            return Ok(Action::requeue(ctx.options.retry));
+        }
     };
 
     let status = addon.status.clone().unwrap_or_default();
@@ -401,10 +415,16 @@ async fn render_and_apply(
         return Ok(None);
     }
     // A plugin revision not granted to this add-on yet waits for the rollout too: its works
-    // stay as the last granted revision rendered them, and its status follows them.
+    // stay as the last granted revision rendered them, and its status follows them. Only
+    // AddOnPlugin revisions roll out so; a built-in template instance changes with its
+    // AddOnTemplate, which the rollout releases as a config.
     let existing = deploy_only(list_works().await?);
     let serving = plugin.digest().to_string();
-    if !may_render(revisions, &serving, !existing.is_empty()) && addon.meta().deletion_timestamp.is_none() {
+    let gated = ctx.plugins.loaded(&name).is_some();
+    if gated
+        && !may_render(revisions, &serving, !existing.is_empty())
+        && addon.meta().deletion_timestamp.is_none()
+    {
         set_manifest_applied(&mut status.conditions, &existing, now);
         *applied = progress(status, &existing, &mut references, None);
         status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();

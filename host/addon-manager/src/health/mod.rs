@@ -18,6 +18,7 @@ mod reconcile;
 
 use std::sync::Arc;
 
+use crate::plugins::Plugins;
 use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
 use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
 use flotilla_api::cluster::v1::ManagedCluster;
@@ -27,7 +28,6 @@ use flotilla_api::work::v1::{
 };
 use flotilla_core::addon::health::Prober;
 use flotilla_core::addon::works::ProbeFeedback;
-use flotilla_wasm::PluginRegistry;
 use flotilla_wasm::types::{self, HealthMode};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
@@ -38,7 +38,7 @@ use crate::Options;
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
-    pub(crate) registry: Arc<PluginRegistry>,
+    pub(crate) plugins: Arc<Plugins>,
     pub(crate) options: Options,
 }
 
@@ -115,21 +115,23 @@ pub(crate) fn probe_feedback<'a>(
 }
 
 /// What of an add-on the health check reads or owns: its spec and metadata, its install
-/// namespace, whether `ManifestApplied` exists yet, and its own health check and `Available`.
+/// namespace and released configs, whether `ManifestApplied` exists yet, and its own health
+/// check and `Available`.
 fn health_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
     let status = addon.status.as_ref();
     crate::hash_of(&(
         addon.metadata.generation,
         addon.metadata.deletion_timestamp.is_some(),
         &addon.metadata.annotations,
-        status.map(|s| (&s.namespace, &s.health_check)),
+        // A template add-on's plugin follows the template released in configReferences.
+        status.map(|s| (&s.namespace, &s.health_check, &s.config_references)),
         crate::conditions_of(addon, &[mca::CONDITION_MANIFEST_APPLIED]).count(),
         crate::conditions_of(addon, &[mca::CONDITION_AVAILABLE]).collect::<Vec<_>>(),
     ))
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
+pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
     let (addons, addon_changes) = crate::addon_triggers(&client, health_inputs);
     let controller = Controller::for_stream(addon_changes, addons);
     let (by_plugin, by_cluster) = (controller.store(), controller.store());
@@ -154,7 +156,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         );
     let context = Arc::new(Context {
         client,
-        registry,
+        plugins,
         options,
     });
     flotilla_kube::controller::run("addon-health", controller, reconcile::reconcile, context).await;

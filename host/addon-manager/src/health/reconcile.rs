@@ -24,6 +24,7 @@ use kube::{Api, ResourceExt};
 
 use super::{Context, prober};
 use crate::error::{self, Result};
+use crate::plugins::Served;
 
 /// Checks one add-on's health (see the module docs).
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
@@ -46,8 +47,9 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     if !cma.is_some_and(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) {
         return Ok(Action::await_change());
     }
-    let Some(plugin) = ctx.registry.get(&name) else {
-        // The AddOnPlugin watch brings the add-on back once its plugin is loaded.
+    let Served::By(plugin) = ctx.plugins.for_addon(client, &addon).await? else {
+        // The AddOnPlugin watch (or the rollout releasing a template) brings the add-on back
+        // once something serves it; the deploy controller says why in a condition meanwhile.
         return Ok(Action::requeue(ctx.options.retry));
     };
 

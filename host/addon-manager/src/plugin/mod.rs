@@ -12,9 +12,9 @@ mod reconcile;
 
 use std::sync::Arc;
 
+use crate::plugins::Plugins;
 use flotilla_api::addon::v1alpha1::ClusterManagementAddOn;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
-use flotilla_wasm::PluginRegistry;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -24,7 +24,7 @@ use crate::Options;
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
-    pub(crate) registry: Arc<PluginRegistry>,
+    pub(crate) plugins: Arc<Plugins>,
     pub(crate) options: Options,
 }
 
@@ -48,7 +48,7 @@ fn driving(store: &Store<AddOnPlugin>, addon: &str) -> Vec<ObjectRef<AddOnPlugin
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
+pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
     let controller = Controller::new(
         Api::<AddOnPlugin>::all(client.clone()),
         watcher::Config::default(),
@@ -61,7 +61,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
     );
     let context = Arc::new(Context {
         client,
-        registry,
+        plugins,
         options,
     });
     flotilla_kube::controller::run("addon-plugin-cma", controller, reconcile::reconcile, context).await;

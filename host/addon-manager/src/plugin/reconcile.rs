@@ -95,7 +95,7 @@ pub(crate) async fn reconcile(plugin: Arc<AddOnPlugin>, ctx: Arc<Context>) -> Re
         .is_some_and(|c| c.status == TRUE);
     let addon = addon_name(&plugin);
     // Ready on the API server but not loaded in this process yet: look again soon.
-    let Some(loaded) = ctx.registry.get(&addon).filter(|_| ready) else {
+    let Some(loaded) = ctx.plugins.loaded(&addon).filter(|_| ready) else {
         return Ok(if ready {
             Action::requeue(ctx.options.retry)
         } else {

@@ -21,11 +21,11 @@ pub(crate) use reconcile::plugin_inputs;
 
 use std::sync::Arc;
 
+use crate::plugins::Plugins;
 use flotilla_api::addon::consts::managed_cluster_addon as mca;
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, Subject};
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_core::addon::registration::Declared;
-use flotilla_wasm::PluginRegistry;
 use flotilla_wasm::types::Registration;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -35,7 +35,7 @@ use crate::Options;
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
-    pub(crate) registry: Arc<PluginRegistry>,
+    pub(crate) plugins: Arc<Plugins>,
     pub(crate) options: Options,
     /// When each add-on's hub permissions were last applied, and from which inputs.
     pub(crate) applied: std::sync::Mutex<Applied>,
@@ -77,7 +77,7 @@ fn registration_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
+pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
     let (addons, addon_changes) = crate::addon_triggers(&client, registration_inputs);
     let controller = Controller::for_stream(addon_changes, addons);
     let (by_cma, by_plugin) = (controller.store(), controller.store());
@@ -94,7 +94,7 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
         );
     let context = Arc::new(Context {
         client,
-        registry,
+        plugins,
         options,
         applied: std::sync::Mutex::new(Applied::new()),
     });

@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 use super::{Context, declared};
 use crate::configs::{ADC_RESOURCE, config_object};
 use crate::error::{self, Result};
+use crate::plugins::Served;
 
 /// Field manager of the hub permissions the add-on manager applies.
 pub(crate) const PERMISSIONS_FIELD_MANAGER: &str = "addon-manager-registration";
@@ -65,15 +66,16 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     let current = addon.status.clone().unwrap_or_default();
     let mut status = current.clone();
     let now = Timestamp::now();
-    let Some(plugin) = ctx.registry.get(&name) else {
-        set(
-            &mut status,
-            permission_pending(format!("the plugin of add-on {name} is not loaded yet")),
-            now,
-        );
-        flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status).await?;
-        // The AddOnPlugin watch brings the add-on back once its plugin is loaded.
-        return Ok(Action::requeue(ctx.options.retry));
+    let plugin = match ctx.plugins.for_addon(client, &addon).await? {
+        Served::By(plugin) => plugin,
+        Served::Pending(message) | Served::Unavailable(message) => {
+            set(&mut status, permission_pending(message), now);
+            flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
+                .await?;
+            // The AddOnPlugin watch (or the rollout's configReferences) brings the add-on back
+            // once something serves it; the retry covers a template created later.
+            return Ok(Action::requeue(ctx.options.retry));
+        }
     };
 
     let adc_namespace = deployment_config_namespace(client, &current).await?;

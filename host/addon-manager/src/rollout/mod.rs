@@ -15,30 +15,34 @@
 //!  ManagedClusterAddOn (same name) ────────────────────┤
 //!  PlacementDecision, Placement (install strategy) ────┼─▶ reconcile(CMA)
 //!  AddOnDeploymentConfig (CMAs supporting the type) ───┤     requeued at the nearest
-//!  AddOnPlugin (a new revision serves the add-on) ─────┘     progressDeadline / minSuccessTime
+//!  AddOnTemplate (CMAs supporting the type) ───────────┤     progressDeadline / minSuccessTime
+//!  AddOnPlugin (a new revision serves the add-on) ─────┘
 //! ```
 
 mod reconcile;
 
 use std::sync::Arc;
 
-use flotilla_api::addon::v1alpha1::{AddOnDeploymentConfig, ClusterManagementAddOn, ManagedClusterAddOn};
+use crate::plugins::Plugins;
+use flotilla_api::addon::v1alpha1::{
+    AddOnDeploymentConfig, AddOnTemplate, ClusterManagementAddOn, ManagedClusterAddOn,
+};
 use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
-use flotilla_wasm::PluginRegistry;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 
 use crate::Options;
 use crate::configs::ADC_RESOURCE;
+use crate::plugins::TEMPLATE_RESOURCE;
 
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
     /// The serving plugin revisions (what the deploy controller renders with).
-    pub(crate) registry: Arc<PluginRegistry>,
+    pub(crate) plugins: Arc<Plugins>,
     pub(crate) options: Options,
 }
 
@@ -52,12 +56,17 @@ fn names_placement(cma: &ClusterManagementAddOn, namespace: &str, name: &str) ->
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
+pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
     let controller = Controller::new(
         Api::<ClusterManagementAddOn>::all(client.clone()),
         watcher::Config::default(),
     );
-    let (by_decision, by_placement, by_config) = (controller.store(), controller.store(), controller.store());
+    let (by_decision, by_placement, by_config, by_template) = (
+        controller.store(),
+        controller.store(),
+        controller.store(),
+        controller.store(),
+    );
     let controller = controller
         .watches(
             Api::<ManagedClusterAddOn>::all(client.clone()),
@@ -106,10 +115,23 @@ pub(crate) async fn run(client: Client, registry: Arc<PluginRegistry>, options: 
                     &crate::plugin::addon_name(&plugin),
                 ))
             },
+        )
+        // A template's new spec hash is released like any config's: its add-ons re-render.
+        .watches(
+            Api::<AddOnTemplate>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| {
+                crate::select(&by_template, |c| {
+                    c.spec
+                        .supported_configs
+                        .iter()
+                        .any(|s| s.group_resource.resource == TEMPLATE_RESOURCE)
+                })
+            },
         );
     let context = Arc::new(Context {
         client,
-        registry,
+        plugins,
         options,
     });
     flotilla_kube::controller::run("addon-rollout", controller, reconcile::reconcile, context).await;

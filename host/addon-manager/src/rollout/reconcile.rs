@@ -5,7 +5,7 @@
 //!  read: the add-on's ManagedClusterAddOns, each install placement (missing? decisions,
 //!        groups, clustersPerDecisionGroup), every config they may use (hash, generation)
 //!  plan purely (flotilla_core::addon::rollout::plan_configuration), the serving plugin
-//!        revision from the registry
+//!        revision its AddOnPlugin serves
 //!  per add-on: configReferences (when released) + Configured ─▶ one status patch if changed
 //!              then the released plugin revision annotation, when the batch releases it
 //!  CMA: defaultconfigReferences + installProgressions ─▶ one status patch if changed
@@ -202,7 +202,7 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         .iter()
         .map(install_progression_from_v1alpha1)
         .collect();
-    let serving = ctx.registry.get(&name).map(|p| p.digest().to_string());
+    let serving = ctx.plugins.loaded(&name).map(|p| p.digest().to_string());
     let plan = plan_configuration(
         serving.as_deref(),
         &defaults,

@@ -1,0 +1,189 @@
+//! Which plugin serves an add-on: the one home of that decision for every controller.
+//!
+//! ```text
+//!   ManagedClusterAddOn <name> on <cluster>
+//!     ├─ an AddOnPlugin drives <name> and is loaded ─────────▶ that plugin (PluginRegistry)
+//!     └─ else status.configReferences names an AddOnTemplate (addon.open-cluster-management.io
+//!        addontemplates, released by the rollout: CMA default, placement or MCA override)
+//!          ├─ template missing ──────────────────────────────▶ Unavailable (condition text)
+//!          └─ (add-on, template name, spec hash) ─ cached ───▶ the built-in AddOnTemplate
+//!                   or load the embedded component granting      component, one instance per
+//!                   it the template (WASI env), same limits     template revision
+//! ```
+//!
+//! One instance per template revision because `describe` and `hub-permissions` take no configs
+//! in the frozen contract: the template must be the instance's own (see
+//! `plugins/addon-template`). A template whose spec changes gets a new instance; the previous
+//! one is dropped once no call holds it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use flotilla_api::addon::v1alpha1::{AddOnTemplate, ManagedClusterAddOn};
+use flotilla_builtin_plugins::{ADDON_TEMPLATE, ADDON_TEMPLATE_ENV};
+use flotilla_core::addon::configs::config_reference_from_v1alpha1;
+use flotilla_core::addon::spec_hash::spec_hash;
+use flotilla_wasm::{Limits, Plugin, PluginRegistry};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+use crate::error::{self, Result};
+
+/// Group of AddOnTemplates in config references.
+pub(crate) const TEMPLATE_GROUP: &str = "addon.open-cluster-management.io";
+/// Resource of AddOnTemplates in config references.
+pub(crate) const TEMPLATE_RESOURCE: &str = "addontemplates";
+/// Where a template's signing CA lives when it names no namespace (OCM: the add-on manager's).
+const HUB_NAMESPACE: &str = "open-cluster-management-hub";
+
+/// Template instances: (add-on, template name) → (spec hash, the instance or why the runtime
+/// refused it). A refusal is kept too, so a broken template is not loaded again on every
+/// reconcile; a new spec hash tries again.
+type TemplateInstances = HashMap<(String, String), (String, Result<Arc<Plugin>, String>)>;
+
+/// The answer of [`Plugins::for_addon`].
+#[derive(Clone)]
+pub(crate) enum Served {
+    /// This plugin serves the add-on.
+    By(Arc<Plugin>),
+    /// Nothing serves it yet (no plugin loaded, no template released to it); worth a retry.
+    Pending(String),
+    /// Its AddOnTemplate cannot serve it (missing, or refused by the runtime): a message a
+    /// person can act on, for a condition.
+    Unavailable(String),
+}
+
+/// The AddOnTemplate the rollout released to `addon` (its desired config of type
+/// addontemplates), if any.
+fn template_of(addon: &ManagedClusterAddOn) -> Option<String> {
+    addon
+        .status
+        .iter()
+        .flat_map(|s| &s.config_references)
+        .map(config_reference_from_v1alpha1)
+        .find(|r| r.group_resource.group == TEMPLATE_GROUP && r.group_resource.resource == TEMPLATE_RESOURCE)
+        .and_then(|r| r.desired_config)
+        .map(|d| d.referent.name)
+}
+
+fn served(loaded: &Result<Arc<Plugin>, String>) -> Served {
+    match loaded {
+        Ok(plugin) => Served::By(Arc::clone(plugin)),
+        Err(message) => Served::Unavailable(message.clone()),
+    }
+}
+
+/// The plugins of the hub: AddOnPlugin revisions and built-in template instances.
+#[derive(Debug)]
+pub struct Plugins {
+    registry: Arc<PluginRegistry>,
+    /// Template instances by (add-on, template name): the spec hash they were loaded for.
+    templates: Mutex<TemplateInstances>,
+}
+
+impl Plugins {
+    /// Plugins from `registry` (filled by the AddOnPlugin controller) plus built-in templates.
+    pub fn new(registry: Arc<PluginRegistry>) -> Self {
+        Self {
+            registry,
+            templates: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The AddOnPlugin revision serving `addon`, if one is loaded (no template lookup).
+    pub(crate) fn loaded(&self, addon: &str) -> Option<Arc<Plugin>> {
+        self.registry.get(addon)
+    }
+
+    /// The plugin that serves `addon` on its cluster (see the module docs).
+    pub(crate) async fn for_addon(&self, client: &Client, addon: &ManagedClusterAddOn) -> Result<Served> {
+        let name = addon.name_any();
+        if let Some(plugin) = self.registry.get(&name) {
+            return Ok(Served::By(plugin));
+        }
+        let Some(template_name) = template_of(addon) else {
+            return Ok(Served::Pending(format!(
+                "no AddOnPlugin drives add-on {name} and no AddOnTemplate has been resolved for it yet"
+            )));
+        };
+        let Some(template) = Api::<AddOnTemplate>::all(client.clone())
+            .get_opt(&template_name)
+            .await
+            .map_err(error::read(format!("AddOnTemplate {template_name}")))?
+        else {
+            return Ok(Served::Unavailable(format!(
+                "AddOnTemplate {template_name} (the config of add-on {name}) not found"
+            )));
+        };
+        let object = serde_json::to_value(&template).unwrap_or_default();
+        let hash = spec_hash(&object).unwrap_or_default();
+        let key = (name.clone(), template_name.clone());
+        if let Some((loaded_hash, loaded)) = self.cache().get(&key)
+            && *loaded_hash == hash
+        {
+            return Ok(served(loaded));
+        }
+        let grant = json!({"name": template_name, "spec": object.get("spec")}).to_string();
+        let loaded = self
+            .registry
+            .runtime()
+            .load_granting(
+                &name,
+                ADDON_TEMPLATE.to_vec(),
+                None,
+                Limits::default(),
+                vec![(ADDON_TEMPLATE_ENV.to_owned(), grant)],
+            )
+            .await;
+        let loaded = match loaded {
+            Ok(plugin) => {
+                tracing::info!(addon = %name, template = %template_name, %hash, "AddOnTemplate plugin instance loaded");
+                Ok(Arc::new(plugin))
+            }
+            Err(e) => Err(format!("AddOnTemplate {template_name} cannot be served: {e}")),
+        };
+        let answer = served(&loaded);
+        self.cache().insert(key, (hash, loaded));
+        Ok(answer)
+    }
+
+    /// The signing CA (`namespace`, `name` of a `kubernetes.io/tls` Secret) that the
+    /// AddOnTemplate of `addon` names for custom signer `signer` (`registration[].customSigner
+    /// .signingCA`; OCM's hub namespace when it names none); `None` when the add-on has no
+    /// template or its template does not declare the signer.
+    pub(crate) async fn template_signing_ca(
+        client: &Client,
+        addon: &ManagedClusterAddOn,
+        signer: &str,
+    ) -> Result<Option<(String, String)>> {
+        let Some(template_name) = template_of(addon) else {
+            return Ok(None);
+        };
+        let Some(template) = Api::<AddOnTemplate>::all(client.clone())
+            .get_opt(&template_name)
+            .await
+            .map_err(error::read(format!("AddOnTemplate {template_name}")))?
+        else {
+            return Ok(None);
+        };
+        Ok(template
+            .spec
+            .registration
+            .iter()
+            .flatten()
+            .filter_map(|r| r.custom_signer.as_ref())
+            .find(|c| c.signer_name == signer)
+            .map(|c| {
+                let namespace = if c.signing_ca.namespace.is_empty() {
+                    HUB_NAMESPACE.to_owned()
+                } else {
+                    c.signing_ca.namespace.clone()
+                };
+                (namespace, c.signing_ca.name.clone())
+            }))
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, TemplateInstances> {
+        self.templates.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

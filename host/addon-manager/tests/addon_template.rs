@@ -1,0 +1,440 @@
+//! AddOnTemplate add-ons on a real hub, with no AddOnPlugin at all: the built-in plugin shipped in
+//! the add-on manager renders the OCM documentation's `hello-template` example for two clusters
+//! (each work carries its cluster's name and the AddOnDeploymentConfig's variable), puts the
+//! template's registration into each ManagedClusterAddOn's status, applies its hub permissions
+//! in each cluster namespace, and reports health from the Deployment's feedback (the stand-in
+//! work agent reports it). Bad templates — a manifest that is no Kubernetes object, an unknown variable, a
+//! template that does not exist — end in a condition that says so.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, reason = "tests fail loudly")]
+
+mod support;
+
+use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
+use flotilla_api::work::v1::ManifestWork;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+use support::client;
+
+const ADDON: &str = "hello-template";
+const AGENT_NAMESPACE: &str = "open-cluster-management-agent-addon";
+const CONFIG_NAMESPACE: &str = "template-configs";
+
+/// The documentation's `hello-template` AddOnTemplate (its Deployment, ServiceAccount and
+/// ClusterRoleBinding; one kube-client registration bound to ClusterRole `cm-admin` in the
+/// cluster namespace), named `name` for add-on `addon`.
+fn hello_template(name: &str, addon: &str) -> Value {
+    json!({
+        "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+        "kind": "AddOnTemplate",
+        "metadata": {"name": name},
+        "spec": {
+            "addonName": addon,
+            "agentSpec": {"workload": {"manifests": [
+                {"kind": "Deployment", "apiVersion": "apps/v1",
+                 "metadata": {"name": "hello-template-agent", "namespace": AGENT_NAMESPACE,
+                              "labels": {"app": "hello-template-agent"}},
+                 "spec": {"replicas": 1,
+                    "selector": {"matchLabels": {"app": "hello-template-agent"}},
+                    "template": {"metadata": {"labels": {"app": "hello-template-agent"}},
+                      "spec": {"serviceAccountName": "hello-template-agent-sa",
+                        "containers": [{"name": "helloworld-agent",
+                          "image": "quay.io/open-cluster-management/addon-examples:latest",
+                          "imagePullPolicy": "IfNotPresent",
+                          "args": ["/helloworld_helm", "agent", "--cluster-name={{CLUSTER_NAME}}",
+                                   format!("--addon-namespace={AGENT_NAMESPACE}"),
+                                   format!("--addon-name={addon}"), "--hub-kubeconfig={{HUB_KUBECONFIG}}"],
+                          "env": [{"name": "LOG_LEVEL", "value": "{{LOG_LEVEL}}"}]}]}}}},
+                {"kind": "ServiceAccount", "apiVersion": "v1",
+                 "metadata": {"name": "hello-template-agent-sa", "namespace": AGENT_NAMESPACE}},
+                {"kind": "ClusterRoleBinding", "apiVersion": "rbac.authorization.k8s.io/v1",
+                 "metadata": {"name": "hello-template-agent"},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                 "subjects": [{"kind": "ServiceAccount", "name": "hello-template-agent-sa",
+                               "namespace": AGENT_NAMESPACE}]}
+            ]}},
+            "registration": [{"type": "KubeClient", "kubeClient": {"hubPermissions": [
+                {"type": "CurrentCluster", "currentCluster": {"clusterRoleName": "cm-admin"}}
+            ]}}]
+        }
+    })
+}
+
+/// Applies AddOnTemplate `template` and a ClusterManagementAddOn `addon` whose default configs
+/// are the template `template_name` and AddOnDeploymentConfig `addon` (LOG_LEVEL 2), as the
+/// documentation's example does (no lifecycle annotation: the add-on manager's).
+async fn template_addon(client: &Client, addon: &str, template_name: &str, template: Option<Value>) {
+    if let Some(template) = template {
+        support::apply_json(
+            client,
+            "addon.open-cluster-management.io/v1alpha1",
+            "AddOnTemplate",
+            None,
+            template,
+        )
+        .await;
+    }
+    support::namespace(client, CONFIG_NAMESPACE).await;
+    support::deployment_config(client, CONFIG_NAMESPACE, addon, "2").await;
+    support::apply_json(
+        client,
+        "addon.open-cluster-management.io/v1alpha1",
+        "ClusterManagementAddOn",
+        None,
+        json!({"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "ClusterManagementAddOn",
+               "metadata": {"name": addon},
+               "spec": {"addOnMeta": {"displayName": addon, "description": "built with an AddOnTemplate"},
+                        "supportedConfigs": [
+                            {"group": "addon.open-cluster-management.io", "resource": "addontemplates",
+                             "defaultConfig": {"name": template_name}},
+                            {"group": "addon.open-cluster-management.io", "resource": "addondeploymentconfigs",
+                             "defaultConfig": {"namespace": CONFIG_NAMESPACE, "name": addon}}]}}),
+    )
+    .await;
+}
+
+/// Stands in for a work agent that applied the add-on's work and whose Deployment runs one
+/// ready replica: Applied/Available plus the Deployment's well-known feedback.
+async fn agent_reports_ready(client: &Client, work: &ManifestWork) {
+    let generation = work.metadata.generation.unwrap_or_default();
+    let now = Time(Timestamp::now());
+    let condition = |type_: &str, reason: &str| {
+        json!({"type": type_, "status": "True", "reason": reason, "message": "stand-in agent",
+               "observedGeneration": generation, "lastTransitionTime": now})
+    };
+    let int =
+        |name: &str, value: i64| json!({"name": name, "fieldValue": {"type": "Integer", "integer": value}});
+    Api::<ManifestWork>::namespaced(client.clone(), &work.namespace().unwrap_or_default())
+        .patch_status(
+            &work.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [
+                    condition("Applied", "AppliedManifestWorkComplete"),
+                    condition("Available", "ResourcesAvailable"),
+                ],
+                "resourceStatus": {"manifests": [{
+                    "resourceMeta": {"ordinal": 0, "group": "apps", "version": "v1", "kind": "Deployment",
+                                     "resource": "deployments", "name": "hello-template-agent",
+                                     "namespace": AGENT_NAMESPACE},
+                    "statusFeedback": {"values": [int("Replicas", 1), int("ReadyReplicas", 1),
+                                                  int("AvailableReplicas", 1)]},
+                    "conditions": [],
+                }]},
+            }})),
+        )
+        .await
+        .expect("report work status");
+}
+
+fn deployment_of(work: &ManifestWork) -> Option<Value> {
+    work.spec
+        .workload
+        .manifests
+        .iter()
+        .filter_map(|m| serde_json::to_value(m).ok())
+        .find(|m| m["kind"] == "Deployment")
+}
+
+#[tokio::test]
+async fn the_documentation_example_installs_registers_and_reports_health_on_two_clusters() {
+    let client = client().await;
+    support::apply_json(
+        &client,
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        None,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "cm-admin"},
+               "rules": [{"apiGroups": ["addon.open-cluster-management.io"],
+                          "resources": ["managedclusteraddons"], "verbs": ["get", "list", "watch"]}]}),
+    )
+    .await;
+    template_addon(&client, ADDON, ADDON, Some(hello_template(ADDON, ADDON))).await;
+    let clusters = ["tpl-one", "tpl-two"];
+    for cluster in clusters {
+        support::cluster(&client, cluster).await;
+        support::enable(&client, ADDON, cluster, json!([])).await;
+    }
+
+    for cluster in clusters {
+        // Installs: the work renders the template with this cluster's name and the config's variable.
+        let work = support::await_work(
+            &client,
+            cluster,
+            &format!("addon-{ADDON}-deploy-0"),
+            "the template's work",
+            |w| deployment_of(w).is_some(),
+        )
+        .await;
+        let deployment = deployment_of(&work).unwrap();
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["args"][2], format!("--cluster-name={cluster}"));
+        assert_eq!(
+            container["args"][5],
+            "--hub-kubeconfig=/managed/hub-kubeconfig/kubeconfig"
+        );
+        assert_eq!(container["env"][0], json!({"name": "LOG_LEVEL", "value": "2"}));
+        assert!(
+            container["env"]
+                .as_array()
+                .unwrap()
+                .contains(&json!({"name": "CLUSTER_NAME", "value": cluster}))
+        );
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"],
+            "hello-template-hub-kubeconfig"
+        );
+        assert_eq!(work.spec.workload.manifests.len(), 3);
+
+        // Registers: the template's kube-client registration for agent `hello-template-agent`.
+        let applied = support::await_condition(&client, cluster, ADDON, "RegistrationApplied", |c| {
+            c.status == "True"
+        })
+        .await;
+        assert_eq!(applied.reason, "SetPermissionApplied");
+        let addon = Api::<ManagedClusterAddOn>::namespaced(client.clone(), cluster)
+            .get(ADDON)
+            .await
+            .unwrap();
+        let status = addon.status.unwrap();
+        assert_eq!(status.namespace, AGENT_NAMESPACE);
+        assert_eq!(status.registrations.len(), 1);
+        assert_eq!(
+            status.registrations[0].signer_name,
+            "kubernetes.io/kube-apiserver-client"
+        );
+        assert_eq!(
+            status.registrations[0].subject.user,
+            format!("system:open-cluster-management:cluster:{cluster}:addon:{ADDON}:agent:{ADDON}-agent")
+        );
+        // Hub permissions: ClusterRole cm-admin bound in the cluster namespace to the agent.
+        let binding = Api::<RoleBinding>::namespaced(client.clone(), cluster)
+            .get("open-cluster-management:hello-template:clusterrole:agent")
+            .await
+            .expect("hub permission applied");
+        assert_eq!(binding.role_ref.kind, "ClusterRole");
+        assert_eq!(binding.role_ref.name, "cm-admin");
+        let subjects: Vec<String> = binding.subjects.unwrap().into_iter().map(|s| s.name).collect();
+        assert_eq!(subjects[0], status.registrations[0].subject.user);
+
+        // Health: WorkloadAvailability, from the Deployment's feedback.
+        agent_reports_ready(&client, &work).await;
+        let available =
+            support::await_condition(&client, cluster, ADDON, "Available", |c| c.status == "True").await;
+        assert!(!available.message.is_empty(), "{available:?}");
+    }
+
+    // A new template revision reaches every cluster: the rollout releases its spec hash and a
+    // new plugin instance renders it.
+    let mut edited = hello_template(ADDON, ADDON);
+    edited["spec"]["agentSpec"]["workload"]["manifests"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
+        [1] = json!("agent-v2");
+    support::apply_json(
+        &client,
+        "addon.open-cluster-management.io/v1alpha1",
+        "AddOnTemplate",
+        None,
+        edited,
+    )
+    .await;
+    for cluster in clusters {
+        support::await_work(
+            &client,
+            cluster,
+            &format!("addon-{ADDON}-deploy-0"),
+            "the work of the edited template",
+            |w| {
+                deployment_of(w)
+                    .is_some_and(|d| d["spec"]["template"]["spec"]["containers"][0]["args"][1] == "agent-v2")
+            },
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn a_bad_template_ends_in_a_condition_that_names_the_problem() {
+    let client = client().await;
+    let mut not_an_object = hello_template("tpl-bad-object", "tpl-bad-object");
+    // The API server checks each manifest's apiVersion, kind and name; a variable whose value
+    // breaks the JSON still makes the rendered manifest no object at all.
+    not_an_object["spec"]["agentSpec"]["workload"]["manifests"] = json!([{"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "x", "namespace": "default"}, "data": {"broken": "{{BREAK}}"}}]);
+    let mut unknown = hello_template("tpl-bad-variable", "tpl-bad-variable");
+    unknown["spec"]["agentSpec"]["workload"]["manifests"][1]["metadata"]["name"] =
+        json!("{{NO_SUCH_VARIABLE}}");
+    let cases = [
+        (
+            "tpl-bad-object",
+            Some(not_an_object),
+            "manifest 0: not valid JSON once the variables are put in",
+        ),
+        (
+            "tpl-bad-variable",
+            Some(unknown),
+            "unknown variable {{NO_SUCH_VARIABLE}}",
+        ),
+        (
+            "tpl-missing",
+            None,
+            "AddOnTemplate tpl-missing (the config of add-on tpl-missing) not found",
+        ),
+    ];
+    for (addon, template, _) in &cases {
+        template_addon(&client, addon, addon, template.clone()).await;
+        support::apply_json(
+            &client,
+            "addon.open-cluster-management.io/v1alpha1",
+            "AddOnDeploymentConfig",
+            Some(CONFIG_NAMESPACE),
+            json!({"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "AddOnDeploymentConfig",
+                   "metadata": {"name": addon, "namespace": CONFIG_NAMESPACE},
+                   "spec": {"customizedVariables": [{"name": "LOG_LEVEL", "value": "2"},
+                                                    {"name": "BREAK", "value": "\", \"oops"}]}}),
+        )
+        .await;
+        support::cluster(&client, addon).await;
+        support::enable(&client, addon, addon, json!([])).await;
+    }
+    for (addon, _, expected) in cases {
+        let condition = support::await_condition(&client, addon, addon, "ManifestApplied", |c| {
+            c.status == "False" && c.message.contains(expected)
+        })
+        .await;
+        assert_eq!(condition.reason, "ManifestWorkApplyFailed", "{addon}");
+        let works = Api::<ManifestWork>::namespaced(client.clone(), addon)
+            .list(&Default::default())
+            .await
+            .unwrap();
+        assert!(
+            works.items.is_empty(),
+            "{addon}: nothing is deployed from a bad template"
+        );
+    }
+}
+
+/// Lets every authenticated identity create and read CSRs (the registration hub grants cluster
+/// agents this; here the test stands in for it).
+async fn allow_csr_creation(client: &Client) {
+    support::apply_json(
+        client,
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        None,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "test-template-csr-creator"},
+               "rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"],
+                          "verbs": ["create", "get", "list", "watch"]}]}),
+    )
+    .await;
+    support::apply_json(
+        client,
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        None,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "test-template-csr-creator"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": "test-template-csr-creator"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                             "name": "system:authenticated"}]}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_templates_custom_signer_csr_is_signed_with_the_signing_ca_the_template_names() {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    const SIGNER: &str = "example.com/tpl-signer";
+    let (addon, cluster) = ("tpl-signer", "tpl-signer");
+    let client = client().await;
+    allow_csr_creation(&client).await;
+    support::namespace(&client, CONFIG_NAMESPACE).await;
+    let ca = flotilla_testing::pki::CertificateAuthority::new("template signer test CA").expect("CA");
+    support::apply_json(
+        &client,
+        "v1",
+        "Secret",
+        Some(CONFIG_NAMESPACE),
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+               "metadata": {"name": "tpl-signer-ca", "namespace": CONFIG_NAMESPACE},
+               "stringData": {"tls.crt": ca.cert_pem(), "tls.key": ca.key_pem()}}),
+    )
+    .await;
+    let mut template = hello_template(addon, addon);
+    template["spec"]["registration"] = json!([{"type": "CustomSigner", "customSigner": {
+        "signerName": SIGNER, "signingCA": {"name": "tpl-signer-ca", "namespace": CONFIG_NAMESPACE},
+        "subject": {"user": "tpl-signer-agent", "groups": ["tpl-signer-group"]}}}]);
+    template_addon(&client, addon, addon, Some(template)).await;
+    support::cluster(&client, cluster).await;
+    support::enable(&client, addon, cluster, json!([])).await;
+
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
+    let registered =
+        flotilla_testing::wait::until("the template's custom registration", support::TIMEOUT, || {
+            let api = api.clone();
+            async move {
+                Ok::<_, kube::Error>(api.get_opt(addon).await?.and_then(|a| {
+                    a.status?
+                        .registrations
+                        .into_iter()
+                        .find(|r| r.signer_name == SIGNER)
+                }))
+            }
+        })
+        .await
+        .expect("registered");
+    assert_eq!(registered.subject.user, "tpl-signer-agent");
+
+    // The cluster's registration agent asks for the certificate.
+    let group = format!("system:open-cluster-management:{cluster}");
+    let agent = support::hub()
+        .await
+        .client_for(
+            &format!("{group}:agent1"),
+            &[&group, "system:open-cluster-management:managed-clusters"],
+        )
+        .await
+        .expect("agent client");
+    let made = flotilla_core::x509::client_request("tpl-signer-agent", &["tpl-signer-group"], &[], &[])
+        .expect("request");
+    let csr: CertificateSigningRequest = serde_json::from_value(json!({
+        "metadata": {"generateName": format!("addon-{cluster}-{addon}-"), "labels": {
+            "open-cluster-management.io/cluster-name": cluster,
+            "open-cluster-management.io/addon-name": addon}},
+        "spec": {"request": k8s_openapi::ByteString(made.request_pem.into_bytes()), "signerName": SIGNER,
+                 "usages": ["digital signature", "key encipherment", "client auth"]},
+    }))
+    .expect("CSR");
+    let name = Api::<CertificateSigningRequest>::all(agent)
+        .create(&Default::default(), &csr)
+        .await
+        .expect("create CSR")
+        .name_any();
+    let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
+    let signed = flotilla_testing::wait::until("the template CSR signed", support::TIMEOUT, || {
+        let csrs = csrs.clone();
+        let name = name.clone();
+        async move {
+            Ok::<_, kube::Error>(
+                csrs.get_opt(&name)
+                    .await?
+                    .and_then(|c| c.status?.certificate)
+                    .filter(|c| !c.0.is_empty()),
+            )
+        }
+    })
+    .await
+    .expect("signed");
+    use der::DecodePem;
+    let certificate = x509_cert::Certificate::from_pem(&signed.0).expect("a PEM certificate");
+    assert_eq!(
+        certificate.tbs_certificate().issuer().to_string(),
+        "CN=template signer test CA"
+    );
+}
