@@ -9,24 +9,12 @@
 
 use std::env;
 use std::path::PathBuf;
-use std::process::Command;
 
 #[path = "../wasm/test-plugins/wasm_target.rs"]
 mod wasm_target;
 
 /// (crate in `plugins/`, file name in `OUT_DIR`).
 const BUILTINS: &[&str] = &["addon-template"];
-
-/// Environment of the outer build that must not leak into the nested one.
-const SCRUB: &[&str] = &[
-    "RUSTC_WORKSPACE_WRAPPER",
-    "RUSTC_WRAPPER",
-    "RUSTFLAGS",
-    "CARGO_ENCODED_RUSTFLAGS",
-    "CARGO_BUILD_RUSTFLAGS",
-    "CARGO_TARGET_DIR",
-    "CARGO_BUILD_TARGET",
-];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);
@@ -54,35 +42,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(PathBuf::from)
         .unwrap_or_else(|| repo.join("target"))
         .join("builtin-plugins");
-    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args([
-        "build",
-        "--release",
-        "--locked",
-        "--target",
-        "wasm32-wasip2",
-        "--manifest-path",
-    ])
-    .arg(plugins.join("Cargo.toml"))
-    .arg("--target-dir")
-    .arg(&target_dir);
-    for krate in BUILTINS {
-        cmd.args(["-p", krate]);
-    }
-    for var in SCRUB {
-        cmd.env_remove(var);
-    }
-    let output = cmd.output()?;
-    if !output.status.success() {
-        return Err(format!(
-            "building the built-in plugins failed ({}); the hub embeds them, so the wasm32-wasip2 target \
-             must be installed (`rustup target add wasm32-wasip2`):\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        )
-        .into());
-    }
+    // The hub embeds them, so the wasm32-wasip2 target must be installed.
+    wasm_target::build_plugins(&plugins.join("Cargo.toml"), &target_dir, BUILTINS)?;
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
     for krate in BUILTINS {
         let file = format!("{}.wasm", krate.replace('-', "_"));

@@ -24,8 +24,10 @@ mod common;
 use std::{path::Path, process::Command, time::Duration};
 
 use common::{Fleet, Running, flotilla_at, klusterlet_pid, ok};
-use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
+use flotilla_api::addon::consts::ADDON_NAME_LABEL;
+use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::v1::ManagedCluster;
+use flotilla_api::work::v1::ManifestWork;
 use flotilla_core::conditions;
 use flotilla_testing::{ControlPlane, wait};
 use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
@@ -152,7 +154,7 @@ async fn addon_agents_renewing_their_leases_make_helloworld_available_and_silenc
 
     // The stand-in agents renew: Available on both, and the feature labels say so.
     let started = std::time::Instant::now();
-    let _agent1 = start_addon_agent(one.admin_kubeconfig(), &state.join("agent1.log"));
+    let agent1 = start_addon_agent(one.admin_kubeconfig(), &state.join("agent1.log"));
     let agent2 = start_addon_agent(two.admin_kubeconfig(), &state.join("agent2.log"));
     for name in ["cluster1", "cluster2"] {
         let up = await_available(
@@ -223,6 +225,131 @@ async fn addon_agents_renewing_their_leases_make_helloworld_available_and_silenc
         ("True", "ManagedClusterAddOnLeaseUpdated")
     );
     await_label(&hub_client, "cluster1", "available").await;
+
+    // The ClusterManagementAddOn is deleted, and the agent stops as its Deployment would: nothing
+    // of the add-on stays on the hub or on cluster1 (cluster2's klusterlet is gone, so its work
+    // waits for it, as OCM's would).
+    Api::<ClusterManagementAddOn>::all(hub_client.clone())
+        .delete(ADDON, &DeleteParams::default())
+        .await
+        .unwrap();
+    drop(agent1);
+    wait::until(
+        "nothing of helloworld left on the hub and cluster1",
+        TIMEOUT,
+        || async {
+            let left = leftovers(&hub_client, &one_client).await?;
+            Ok::<_, kube::Error>(left.is_empty().then_some(()).or_else(|| {
+                eprintln!("still there: {left:?}");
+                None
+            }))
+        },
+    )
+    .await
+    .unwrap();
+}
+
+/// What of the helloworld add-on still exists: add-ons on the hub, cluster1's works and the
+/// hub permissions in both cluster namespaces, and on cluster1 the agent's objects, its
+/// credential secret and its lease.
+async fn leftovers(hub: &Client, one: &Client) -> Result<Vec<String>, kube::Error> {
+    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    use kube::api::ListParams;
+    let selector = ListParams::default().labels(&format!("{ADDON_NAME_LABEL}={ADDON}"));
+    let mut left = Vec::new();
+    let by_name = ListParams::default().fields(&format!("metadata.name={ADDON}"));
+    for addon in Api::<ManagedClusterAddOn>::all(hub.clone())
+        .list(&by_name)
+        .await?
+        .items
+    {
+        left.push(format!(
+            "ManagedClusterAddOn {}",
+            addon.namespace().unwrap_or_default()
+        ));
+    }
+    for work in Api::<ManifestWork>::namespaced(hub.clone(), "cluster1")
+        .list(&selector)
+        .await?
+        .items
+    {
+        left.push(format!("ManifestWork {}", work.name_any()));
+    }
+    for cluster in ["cluster1", "cluster2"] {
+        for role in Api::<Role>::namespaced(hub.clone(), cluster)
+            .list(&selector)
+            .await?
+            .items
+        {
+            left.push(format!("Role {cluster}/{}", role.name_any()));
+        }
+        for binding in Api::<RoleBinding>::namespaced(hub.clone(), cluster)
+            .list(&selector)
+            .await?
+            .items
+        {
+            left.push(format!("RoleBinding {cluster}/{}", binding.name_any()));
+        }
+    }
+    if Api::<Lease>::namespaced(hub.clone(), "cluster1")
+        .get_opt(ADDON)
+        .await?
+        .is_some()
+    {
+        left.push("Lease on the hub".into());
+    }
+    let found = [
+        (
+            "Deployment",
+            Api::<Deployment>::namespaced(one.clone(), INSTALL_NAMESPACE)
+                .get_opt("helloworld-agent")
+                .await?
+                .is_some(),
+        ),
+        (
+            "ServiceAccount",
+            Api::<ServiceAccount>::namespaced(one.clone(), INSTALL_NAMESPACE)
+                .get_opt("helloworld-agent-sa")
+                .await?
+                .is_some(),
+        ),
+        (
+            "ClusterRole",
+            Api::<ClusterRole>::all(one.clone())
+                .get_opt("open-cluster-management:helloworld:agent")
+                .await?
+                .is_some(),
+        ),
+        (
+            "ClusterRoleBinding",
+            Api::<ClusterRoleBinding>::all(one.clone())
+                .get_opt("open-cluster-management:helloworld:agent")
+                .await?
+                .is_some(),
+        ),
+        (
+            "Secret",
+            Api::<Secret>::namespaced(one.clone(), INSTALL_NAMESPACE)
+                .get_opt("helloworld-hub-kubeconfig")
+                .await?
+                .is_some(),
+        ),
+        (
+            "Lease",
+            Api::<Lease>::namespaced(one.clone(), INSTALL_NAMESPACE)
+                .get_opt(ADDON)
+                .await?
+                .is_some(),
+        ),
+    ];
+    left.extend(
+        found
+            .iter()
+            .filter(|(_, there)| *there)
+            .map(|(kind, _)| format!("{kind} on cluster1")),
+    );
+    Ok(left)
 }
 
 /// The `<addon>-hub-kubeconfig` secret as OCM's registration agent writes it: `kubeconfig`

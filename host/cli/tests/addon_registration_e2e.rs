@@ -158,15 +158,37 @@ async fn helloworld_gets_a_hub_credential_through_the_plugin_that_reaches_only_i
             ..LeaseSpec::default()
         }),
     };
-    let mut created = leases
+    leases
         .create(&PostParams::default(), &lease)
         .await
         .expect("create the lease");
-    created.spec.as_mut().unwrap().renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
-    leases
-        .replace(ADDON, &PostParams::default(), &created)
-        .await
-        .expect("renew the lease");
+    // Renewed from a fresh read: the klusterlet makes the add-on the lease's owner meanwhile.
+    let mut renewed = false;
+    for _ in 0..5 {
+        let mut current = leases.get(ADDON).await.expect("read the lease");
+        current.spec.as_mut().unwrap().renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+        match leases.replace(ADDON, &PostParams::default(), &current).await {
+            Ok(_) => {
+                renewed = true;
+                break;
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("renew the lease: {e}"),
+        }
+    }
+    assert!(renewed, "renew the lease");
+    let hub_leases: Api<Lease> = Api::namespaced(hub_client.clone(), "cluster1");
+    await_or_logs(state, "the add-on lease on the hub owned by its add-on", || {
+        let hub_leases = hub_leases.clone();
+        async move {
+            Ok(hub_leases.get_opt(ADDON).await?.filter(|l| {
+                kube::ResourceExt::owner_references(l)
+                    .iter()
+                    .any(|o| o.kind == "ManagedClusterAddOn" && o.name == ADDON)
+            }))
+        }
+    })
+    .await;
 
     // The add-on's status says its certificate was rotated in.
     let addons: Api<flotilla_api::addon::v1alpha1::ManagedClusterAddOn> =
@@ -193,19 +215,26 @@ async fn helloworld_gets_a_hub_credential_through_the_plugin_that_reaches_only_i
         admin,
         &["addon", "disable", "--names", ADDON, "--clusters", "cluster1"],
     ));
-    await_or_logs(state, "hub permissions and the add-on secret removed", || {
-        let (hub_client, secrets) = (hub_client.clone(), secrets.clone());
-        async move {
-            let role = Api::<Role>::namespaced(hub_client.clone(), "cluster1")
-                .get_opt(HUB_RBAC)
-                .await?;
-            let binding = Api::<RoleBinding>::namespaced(hub_client, "cluster1")
-                .get_opt(HUB_RBAC)
-                .await?;
-            let secret = secrets.get_opt(SECRET).await?;
-            Ok((role.is_none() && binding.is_none() && secret.is_none()).then_some(()))
-        }
-    })
+    await_or_logs(
+        state,
+        "hub permissions, the add-on secret and its lease removed",
+        || {
+            let (hub_client, secrets, hub_leases) = (hub_client.clone(), secrets.clone(), hub_leases.clone());
+            async move {
+                if hub_leases.get_opt(ADDON).await?.is_some() {
+                    return Ok(None);
+                }
+                let role = Api::<Role>::namespaced(hub_client.clone(), "cluster1")
+                    .get_opt(HUB_RBAC)
+                    .await?;
+                let binding = Api::<RoleBinding>::namespaced(hub_client, "cluster1")
+                    .get_opt(HUB_RBAC)
+                    .await?;
+                let secret = secrets.get_opt(SECRET).await?;
+                Ok((role.is_none() && binding.is_none() && secret.is_none()).then_some(()))
+            }
+        },
+    )
     .await;
 
     // custom-signer: its certificate is signed by the hub with the CA its AddOnPlugin names.

@@ -1,10 +1,61 @@
 //! Shared by the build scripts that compile `plugins/` (`host/wasm/test-plugins/build.rs` and
 //! `host/builtin-plugins/build.rs`, which include it with `#[path]`): adds the `wasm32-wasip2`
-//! target to the toolchain when it is missing.
+//! target to the toolchain when it is missing, and runs the nested cargo build.
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Environment of the outer build that must not leak into the nested one.
+const SCRUB: &[&str] = &[
+    "RUSTC_WORKSPACE_WRAPPER",
+    "RUSTC_WRAPPER",
+    "RUSTFLAGS",
+    "CARGO_ENCODED_RUSTFLAGS",
+    "CARGO_BUILD_RUSTFLAGS",
+    "CARGO_TARGET_DIR",
+    "CARGO_BUILD_TARGET",
+];
+
+/// Builds the plugins workspace `manifest` (only `crates`, or all when empty) for
+/// `wasm32-wasip2` in release into `target_dir`, its own directory so the nested cargo never
+/// waits on the lock the outer one holds. The jobserver is inherited, so the nested build
+/// shares the outer build's parallelism.
+pub fn build_plugins(
+    manifest: &Path,
+    target_dir: &Path,
+    crates: &[&str],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--release",
+        "--locked",
+        "--target",
+        "wasm32-wasip2",
+        "--manifest-path",
+    ])
+    .arg(manifest)
+    .arg("--target-dir")
+    .arg(target_dir);
+    for krate in crates {
+        cmd.args(["-p", krate]);
+    }
+    for var in SCRUB {
+        cmd.env_remove(var);
+    }
+    let output = cmd.output()?;
+    if !output.status.success() {
+        return Err(format!(
+            "building the plugins for wasm32-wasip2 failed ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    Ok(())
+}
 
 /// Makes sure the compiler has the standard library for `wasm32-wasip2`. rustup installs the
 /// targets of `rust-toolchain.toml` only when it installs the toolchain itself, so a machine

@@ -64,6 +64,15 @@ async fn ensure_cma_owner(
     if addon.owner_references().iter().any(|o| o.uid == uid) {
         return Ok(());
     }
+    // An add-on owned by an earlier ClusterManagementAddOn of this name (deleted, then made again
+    // by its AddOnPlugin) is being garbage-collected with it: adopting it would keep it alive.
+    if addon
+        .owner_references()
+        .iter()
+        .any(|o| o.kind == "ClusterManagementAddOn" && o.name == cma.name_any())
+    {
+        return Ok(());
+    }
     let mut owners = addon.owner_references().to_vec();
     owners.push(OwnerReference {
         api_version: OWNER_API_VERSION.into(),

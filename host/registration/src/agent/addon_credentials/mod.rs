@@ -14,6 +14,8 @@
 //!   ─▶ MCA ClusterCertificateRotated True ClientCertificateUpdated
 //!  certificate at 20–25 % life left (as the cluster's), subject changed or unusable ─▶ new CSR
 //!  registration or add-on gone ─▶ its secret deleted
+//!  add-on gone ─▶ Lease <addon> in its install namespace deleted (for a minute, at every pass,
+//!                 as its agent may renew once more while its work is removed)
 //! ```
 //!
 //! One pass every [`POLL`] ([`IN_FLIGHT_POLL`] while a fresh CSR waits for its certificate):
@@ -103,7 +105,16 @@ struct State {
     pending: HashMap<Key, Pending>,
     /// Renewal share per credential, drawn once (20–25 %, as the cluster certificate's).
     thresholds: HashMap<Key, f64>,
+    /// Add-ons gone from the hub whose agent leases are still being removed: (add-on, install
+    /// namespace) and since when.
+    gone: HashMap<(String, String), std::time::Instant>,
+    /// The add-ons of the last pass and their install namespaces, to see which went away.
+    known: BTreeMap<String, String>,
 }
+
+/// How long the leases of a removed add-on are deleted again at every pass: its agent, being
+/// removed with its ManifestWork at the same time, may renew its lease once more before it stops.
+const GONE_LEASE_WINDOW: Duration = Duration::from_secs(60);
 
 /// Keeps every add-on's credentials in place; runs for the whole session.
 pub(crate) async fn run(
@@ -144,6 +155,13 @@ async fn pass(ctx: &Context, names: &Names, hub: &HubIdentity, state: &mut State
             source,
         })?;
     let mut wanted: BTreeSet<Key> = BTreeSet::new();
+    let present: BTreeMap<String, String> = addons
+        .items
+        .iter()
+        .filter(|a| a.metadata.deletion_timestamp.is_none())
+        // Where the klusterlet judges its lease.
+        .map(|a| (a.name_any(), flotilla_core::addon::health::install_namespace(a)))
+        .collect();
     for addon in &addons.items {
         if addon.metadata.deletion_timestamp.is_some() {
             continue;
@@ -168,7 +186,39 @@ async fn pass(ctx: &Context, names: &Names, hub: &HubIdentity, state: &mut State
     }
     state.pending.retain(|k, _| wanted.contains(k));
     state.thresholds.retain(|k, _| wanted.contains(k));
-    remove_unwanted(ctx, &wanted).await
+    // Add-ons gone since the last pass, and (after a restart) those whose credentials remain.
+    let now = std::time::Instant::now();
+    let mut gone: Vec<(String, String)> = std::mem::replace(&mut state.known, present.clone())
+        .into_iter()
+        .collect();
+    gone.extend(remove_unwanted(ctx, &wanted).await?);
+    for gone in gone {
+        if !present.contains_key(&gone.0) {
+            state.gone.entry(gone).or_insert(now);
+        }
+    }
+    state
+        .gone
+        .retain(|(addon, _), since| !present.contains_key(addon) && since.elapsed() < GONE_LEASE_WINDOW);
+    for (addon, namespace) in state.gone.keys() {
+        remove_lease(ctx, addon, namespace).await;
+    }
+    Ok(())
+}
+
+/// Deletes the Lease `addon`'s agent renewed in its install namespace on the managed cluster:
+/// nothing of a removed add-on stays behind (a lease in the cluster namespace on the hub is
+/// owned by its add-on and goes with it). Failures are only logged; the next pass tries again.
+async fn remove_lease(ctx: &Context, addon: &str, namespace: &str) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let api = Api::<Lease>::namespaced(ctx.managed.clone(), namespace);
+    match api.delete(addon, &DeleteParams::default()).await {
+        Ok(_) => tracing::info!(%addon, %namespace, "lease of a removed add-on deleted"),
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(error) => {
+            tracing::warn!(%addon, %namespace, %error, "could not delete the lease of a removed add-on")
+        }
+    }
 }
 
 /// Why one credential could not be brought up to date.
@@ -417,8 +467,10 @@ async fn write_secret(
     Ok(())
 }
 
-/// Deletes the credential secrets no add-on registration wants any more.
-async fn remove_unwanted(ctx: &Context, wanted: &BTreeSet<Key>) -> Result<(), PassError> {
+/// Deletes the credential secrets no add-on registration wants any more; returns the
+/// (add-on, install namespace) of each.
+async fn remove_unwanted(ctx: &Context, wanted: &BTreeSet<Key>) -> Result<Vec<(String, String)>, PassError> {
+    let mut removed = Vec::new();
     let api: Api<Secret> = Api::all(ctx.agent.clone());
     // Only this klusterlet's: another hub's klusterlet on the same cluster keeps its own.
     let mine = format!(
@@ -438,6 +490,7 @@ async fn remove_unwanted(ctx: &Context, wanted: &BTreeSet<Key>) -> Result<(), Pa
         if wanted.contains(&key) {
             continue;
         }
+        removed.push((key.addon.clone(), key.namespace.clone()));
         let result = Api::<Secret>::namespaced(ctx.agent.clone(), &key.namespace)
             .delete(&key.secret, &DeleteParams::default())
             .await;
@@ -451,7 +504,7 @@ async fn remove_unwanted(ctx: &Context, wanted: &BTreeSet<Key>) -> Result<(), Pa
             }
         }
     }
-    Ok(())
+    Ok(removed)
 }
 
 /// Sets `ClusterCertificateRotated` on the add-on; failures are only logged (the condition is

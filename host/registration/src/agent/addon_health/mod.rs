@@ -14,6 +14,9 @@
 //! secret) renews its lease there. OCM's agent did the same until it dropped the fallback in
 //! 2025 (ocm#901); Flotilla keeps it so such agents are judged rather than reported missing.
 //!
+//! A lease found on the hub gets the add-on as its owner, so it goes with the add-on. The
+//! managed cluster's lease of a removed add-on is deleted by the add-on credentials pass.
+//!
 //! The controller runs on the agent's current hub identity and starts again on a rotated one.
 //! Both lease watches only wake the add-on a lease belongs to (same name, install namespace or
 //! cluster namespace), so leader-election leases elsewhere on the cluster cost nothing.
