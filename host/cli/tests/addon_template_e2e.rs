@@ -28,10 +28,10 @@ use flotilla_core::conditions;
 use flotilla_testing::wait;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use kube::api::{ListParams, Patch, PatchParams};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -118,32 +118,12 @@ fn hello_template() -> Value {
 /// Stands in for the kubelet the control plane lacks: marks the agent's pod on `cluster`
 /// Running and Ready, once the replicaset controller has made it.
 async fn kubelet_runs_the_agent(state: &Path, cluster: &str, client: &Client) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), INSTALL_NAMESPACE);
-    let pod = await_or_logs(state, cluster, &format!("the agent's pod on {cluster}"), || {
-        let pods = pods.clone();
-        async move {
-            let list = pods
-                .list(&ListParams::default().labels("app=hello-template-agent"))
-                .await?;
-            Ok(list.items.into_iter().next())
-        }
-    })
-    .await;
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let ready = |type_: &str| json!({"type": type_, "status": "True", "lastTransitionTime": now});
-    pods.patch_status(
-        &pod.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {
-            "phase": "Running",
-            "conditions": [ready("Initialized"), ready("ContainersReady"), ready("Ready"), ready("PodScheduled")],
-            "containerStatuses": [{"name": "helloworld-agent", "ready": true, "started": true, "restartCount": 0,
-                "image": "quay.io/open-cluster-management/addon-examples:latest", "imageID": "",
-                "state": {"running": {"startedAt": now}}}],
-        }})),
-    )
-    .await
-    .expect("mark the agent's pod Ready");
+    if let Err(e) = common::kubelet_runs(client, INSTALL_NAMESPACE, "hello-template-agent-", TIMEOUT).await {
+        panic!(
+            "{e}\nklusterlet log:\n{}",
+            tail(&state.join("klusterlets").join(cluster).join("klusterlet.log"))
+        );
+    }
 }
 
 #[tokio::test]

@@ -391,3 +391,47 @@ pub async fn ops_address(log: &Path) -> String {
     }
     panic!("{} never announced its metrics address", log.display());
 }
+
+/// Stands in for the kubelet these control planes lack: marks the first pod in `namespace`
+/// whose name starts with `prefix` Running and Ready (every container ready), once the
+/// replicaset controller has made it.
+pub async fn kubelet_runs(
+    client: &kube::Client,
+    namespace: &str,
+    prefix: &str,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::ResourceExt as _;
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), namespace);
+    let pod = flotilla_testing::wait::until(&format!("a pod {prefix}* in {namespace}"), timeout, || async {
+        let list = pods.list(&kube::api::ListParams::default()).await?;
+        Ok::<_, kube::Error>(list.items.into_iter().find(|p| p.name_any().starts_with(prefix)))
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let ready = |type_: &str| serde_json::json!({"type": type_, "status": "True", "lastTransitionTime": now});
+    let containers: Vec<serde_json::Value> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .map(|c| {
+            serde_json::json!({"name": c.name, "ready": true, "started": true, "restartCount": 0,
+                "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                "state": {"running": {"startedAt": now}}})
+        })
+        .collect();
+    pods.patch_status(
+        &pod.name_any(),
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"status": {
+            "phase": "Running",
+            "conditions": [ready("Initialized"), ready("ContainersReady"), ready("Ready"), ready("PodScheduled")],
+            "containerStatuses": containers,
+        }})),
+    )
+    .await
+    .map_err(|e| format!("mark pod {} Ready: {e}", pod.name_any()))?;
+    Ok(())
+}
