@@ -507,3 +507,53 @@ async fn an_addon_without_registrations_reports_nil_registration_and_gets_no_hub
         .expect("roles");
     assert!(roles.items.is_empty());
 }
+
+#[tokio::test]
+async fn hub_permissions_beyond_the_cluster_namespace_are_refused_in_a_condition_and_none_is_written() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let client = client().await;
+    support::register_plugin(&client, "reg-grabby", flotilla_test_plugins::HOSTILE_GRABBY).await;
+    support::await_cma(&client, "reg-grabby").await;
+    support::cluster(&client, "reg-f").await;
+    support::enable(&client, "reg-grabby", "reg-f", json!([])).await;
+    let refused = support::await_condition(&client, "reg-f", "reg-grabby", "RegistrationApplied", |c| {
+        c.status == "False"
+    })
+    .await;
+    assert_eq!(refused.reason, "SetPermissionFailed");
+    assert!(
+        refused.message.contains("ClusterRole"),
+        "the message names what was refused: {}",
+        refused.message
+    );
+    // Nothing of the answer was written, not even its Role in the cluster namespace.
+    let name = "grabby";
+    assert!(
+        Api::<ClusterRole>::all(client.clone())
+            .get_opt(name)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .get_opt(name)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        Api::<Role>::namespaced(client.clone(), "kube-system")
+            .get_opt(name)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        Api::<Role>::namespaced(client.clone(), "reg-f")
+            .get_opt(name)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

@@ -33,6 +33,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("HOSTILE_LOG_FLOOD", "hostile-log-flood"),
     ("HOSTILE_WASI", "hostile-wasi"),
     ("HOSTILE_LIAR", "hostile-liar"),
+    ("HOSTILE_GRABBY", "hostile-grabby"),
     ("HOSTILE_DESCRIBE_TRAP", "hostile-describe-trap"),
     ("HOSTILE_PROBE_TRAP", "hostile-probe-trap"),
     ("HOSTILE_MALFORMED", "hostile-malformed"),
