@@ -407,6 +407,29 @@ async fn oversized_output_is_refused_by_count_and_by_bytes() {
 }
 
 #[tokio::test]
+async fn hub_permissions_other_than_roles_and_role_bindings_are_invalid_output_naming_the_kind() {
+    let limits = hostile_limits();
+    let plugin = load("grabby", plugins::HOSTILE_GRABBY, limits).await.unwrap();
+    let err = ends_within(
+        hang_bound(&limits),
+        plugin.hub_permissions(&cluster("cluster1"), &addon("grabby")),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidOutput {
+                hook: Hook::HubPermissions,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("ClusterRole"), "{err}");
+}
+
+#[tokio::test]
 async fn manifests_that_are_not_kubernetes_objects_are_invalid_output_naming_what_is_wrong() {
     let limits = hostile_limits();
     let plugin = load("malformed", plugins::HOSTILE_MALFORMED, limits)
