@@ -71,6 +71,50 @@ pub(crate) async fn config_object(
     Ok(object.and_then(|o| serde_json::to_value(o).ok()))
 }
 
+/// Config objects as released to add-ons, by config key and spec hash: a thousand add-ons
+/// released the same config read it once. An add-on is rendered with the config its
+/// `configReferences` name at the spec hash released there, so an object with that hash is
+/// exactly what a fresh read would give to render with. Entries are trusted for
+/// [`RELEASED_TTL`] only, so a config deleted after its release is noticed soon.
+#[derive(Default)]
+pub(crate) struct ReleasedConfigs {
+    objects: Mutex<HashMap<String, (String, std::time::Instant, Value)>>,
+}
+
+/// How long a remembered config object is used without reading it again.
+const RELEASED_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl ReleasedConfigs {
+    /// Config `referent` of type `gr` at spec hash `spec_hash`: remembered if read at that hash
+    /// within [`RELEASED_TTL`], else read (None when it or its type does not exist).
+    pub(crate) async fn get(
+        &self,
+        client: &Client,
+        gr: &ConfigGroupResource,
+        referent: &ConfigReferent,
+        spec_hash: &str,
+    ) -> Result<Option<Value>> {
+        let key = config_key(gr, referent);
+        let remembered = self.objects.lock().ok().and_then(|objects| {
+            objects
+                .get(&key)
+                .filter(|(hash, at, _)| hash == spec_hash && at.elapsed() < RELEASED_TTL)
+                .map(|(_, _, object)| object.clone())
+        });
+        if remembered.is_some() {
+            return Ok(remembered);
+        }
+        let object = config_object(client, gr, referent).await?;
+        if let (Some(object), Ok(mut objects)) = (&object, self.objects.lock()) {
+            match observed(object) {
+                Some(o) => objects.insert(key, (o.spec_hash, std::time::Instant::now(), object.clone())),
+                None => objects.remove(&key),
+            };
+        }
+        Ok(object)
+    }
+}
+
 /// The spec hash and generation of a config object.
 pub(crate) fn observed(object: &Value) -> Option<ObservedConfig> {
     Some(ObservedConfig {

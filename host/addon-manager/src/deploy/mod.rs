@@ -22,6 +22,7 @@ mod reconcile;
 
 use std::sync::Arc;
 
+use crate::configs::ReleasedConfigs;
 use crate::plugins::Plugins;
 use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
@@ -42,7 +43,13 @@ pub(crate) struct Context {
     pub(crate) clusters: Store<ManagedCluster>,
     /// ClusterManagementAddOns.
     pub(crate) cmas: Store<ClusterManagementAddOn>,
+    /// The add-ons' ManifestWorks.
+    pub(crate) works: Store<ManifestWork>,
     pub(crate) plugins: Arc<Plugins>,
+    /// Add-on status writes, shared with the other controllers that write add-on status.
+    pub(crate) statuses: Arc<flotilla_kube::status::SharedStatus>,
+    /// Released config objects, read once for all add-ons.
+    pub(crate) configs: Arc<ReleasedConfigs>,
     pub(crate) options: Options,
     /// Bounds the plugin calls in flight ([`Options::max_concurrent_renders`]).
     pub(crate) renders: tokio::sync::Semaphore,
@@ -92,7 +99,13 @@ fn deploy_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
+pub(crate) async fn run(
+    client: Client,
+    plugins: Arc<Plugins>,
+    statuses: Arc<flotilla_kube::status::SharedStatus>,
+    configs: Arc<ReleasedConfigs>,
+    options: Options,
+) {
     let (addons, addon_changes) = crate::addon_triggers(&client, deploy_inputs);
     let controller = Controller::for_stream(addon_changes, addons);
     let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), controller.store());
@@ -107,6 +120,11 @@ pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options)
         .modify(slim_cluster),
     )
     .touched_objects();
+    let (works, work_changes) = crate::cache(
+        &client,
+        watcher::Config::default().labels(ADDON_NAME_LABEL),
+        |_: &mut ManifestWork| {},
+    );
     let (cmas, cma_writer) = reflector::store();
     let cma_stream = reflector(
         cma_writer,
@@ -118,14 +136,10 @@ pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options)
     )
     .touched_objects();
     let controller = controller
-        .watches(
-            Api::<ManifestWork>::all(client.clone()),
-            watcher::Config::default().labels(ADDON_NAME_LABEL),
-            |work| {
-                let addon = work.labels().get(ADDON_NAME_LABEL)?;
-                Some(ObjectRef::new(addon).within(&work.namespace()?))
-            },
-        )
+        .watches_stream(work_changes, |work| {
+            let addon = work.labels().get(ADDON_NAME_LABEL)?;
+            Some(ObjectRef::new(addon).within(&work.namespace()?))
+        })
         // Of a CMA the deploy reads only its annotations (is it ours?): its status, which the
         // rollout controller writes at every step, must not re-render all its add-ons.
         .watches_stream(
@@ -144,7 +158,10 @@ pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options)
         client,
         clusters,
         cmas,
+        works,
         plugins,
+        statuses,
+        configs,
         renders: tokio::sync::Semaphore::new(options.max_concurrent_renders.max(1)),
         rendered: std::sync::Mutex::new(Rendered::new()),
         options,

@@ -34,14 +34,15 @@ use flotilla_core::addon::install::is_managed_by_addon_manager;
 use flotilla_core::addon::revision::{
     APPLIED_REVISION_ANNOTATION, AddonRevisions, WORK_REVISION_ANNOTATION, applied_revision, may_render,
 };
+use flotilla_core::addon::spec_hash::spec_hash;
 use flotilla_core::addon::status::{
     HookStep, ProgressingInput, hook_manifest_completed, hook_step, manifests_not_rendered, mark_applied,
     nothing_to_apply, progressing, set_manifest_applied, with_pre_delete_finalizer,
     without_pre_delete_finalizer, work_not_applied, works_not_built,
 };
 use flotilla_core::addon::works::{
-    AddonIdentity, AgentManifest, deploy_work_index, deploy_works, hook_work_completed, manifest_configs,
-    pre_delete_hook, pre_delete_work, validate_manifests,
+    AddonIdentity, AgentManifest, WORK_SPEC_HASH_ANNOTATION, deploy_work_index, deploy_works,
+    hook_work_completed, manifest_configs, pre_delete_hook, pre_delete_work, validate_manifests,
 };
 use flotilla_core::conditions::{self, NewCondition};
 use flotilla_wasm::inputs;
@@ -54,24 +55,55 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
 use super::Context;
-use crate::configs::{config_object, observed};
+use crate::configs::observed;
 use crate::error::{self, Result};
 use crate::plugins::Served;
 
-/// Whether `existing` already is `desired` as far as the add-on manager owns it.
+/// Records in `work` the hash of its spec, for [`unchanged`].
+fn stamp_spec_hash(work: &mut ManifestWork) {
+    let hash = serde_json::to_value(&work.spec)
+        .ok()
+        .and_then(|spec| spec_hash(&serde_json::json!({ "spec": spec })).ok());
+    if let Some(hash) = hash {
+        work.annotations_mut()
+            .insert(WORK_SPEC_HASH_ANNOTATION.to_owned(), hash);
+    }
+}
+
+/// Whether `existing` already is `desired` (stamped by [`stamp_spec_hash`]) as far as the
+/// add-on manager owns it: the same spec hash applied, and every spec field it sets still so
+/// (a hand edit on the hub is reverted; defaults the apiserver added are not a change).
 fn unchanged(existing: &ManifestWork, desired: &ManifestWork) -> bool {
     let annotation =
         |w: &ManifestWork, key: &str| w.metadata.annotations.as_ref().and_then(|a| a.get(key)).cloned();
     let spec = |w: &ManifestWork| serde_json::to_value(&w.spec).ok();
-    spec(existing) == spec(desired)
-        && [CONFIG_SPEC_HASH_ANNOTATION, WORK_REVISION_ANNOTATION]
-            .iter()
-            .all(|key| annotation(existing, key) == annotation(desired, key))
+    spec(existing)
+        .zip(spec(desired))
+        .is_some_and(|(existing, desired)| holds(&existing, &desired))
+        && [
+            CONFIG_SPEC_HASH_ANNOTATION,
+            WORK_REVISION_ANNOTATION,
+            WORK_SPEC_HASH_ANNOTATION,
+        ]
+        .iter()
+        .all(|key| annotation(existing, key) == annotation(desired, key))
         && existing.labels().get(ADDON_NAME_LABEL) == desired.labels().get(ADDON_NAME_LABEL)
         && desired
             .owner_references()
             .iter()
             .all(|o| existing.owner_references().iter().any(|e| e.uid == o.uid))
+}
+
+/// Whether every field of `desired` has its value in `existing`, which may have more (the
+/// defaults the apiserver filled in); lists must match item by item.
+fn holds(existing: &Value, desired: &Value) -> bool {
+    match (existing, desired) {
+        (Value::Object(e), Value::Object(d)) => d
+            .iter()
+            .all(|(key, value)| value.is_null() || e.get(key).is_some_and(|v| holds(v, value))),
+        (Value::Array(e), Value::Array(d)) => e.len() == d.len() && e.iter().zip(d).all(|(e, d)| holds(e, d)),
+        _ => existing == desired,
+    }
 }
 
 /// Renders, applies and reports one ManagedClusterAddOn.
@@ -91,9 +123,12 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
     // The caches fill before the first answer is trusted: a cluster or CMA missing from a
     // cache still listing would otherwise look deleted.
-    let (clusters_ready, cmas_ready) =
-        futures::join!(ctx.clusters.wait_until_ready(), ctx.cmas.wait_until_ready());
-    if clusters_ready.is_err() || cmas_ready.is_err() {
+    let ready = futures::join!(
+        crate::cache_ready(&ctx.clusters),
+        crate::cache_ready(&ctx.cmas),
+        crate::cache_ready(&ctx.works)
+    );
+    if ready != (true, true, true) {
         return Ok(Action::requeue(ctx.options.retry));
     }
     let cluster = ctx.clusters.get(&ObjectRef::new(&namespace));
@@ -129,7 +164,8 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
             // Say why and keep the works as they are; the retry picks up a template created later.
             let mut status = addon.status.clone().unwrap_or_default();
             set(&mut status, manifests_not_rendered(&message), Timestamp::now());
-            flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
+            ctx.statuses
+                .patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
                 .await?;
             return Ok(Action::requeue(ctx.options.retry));
         }
@@ -171,7 +207,8 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         outcome?;
         return Ok(requeue);
     }
-    flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired_status)
+    ctx.statuses
+        .patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired_status)
         .await?;
     record_applied_revision(&api, &addon, applied.as_deref()).await?;
     outcome?;
@@ -267,9 +304,10 @@ async fn hooks(
                 namespace: namespace.clone(),
                 uid: addon.uid().unwrap_or_default(),
             };
-            let Some(work) = pre_delete_work(&identity, manifests) else {
+            let Some(mut work) = pre_delete_work(&identity, manifests) else {
                 return Ok(without_pre_delete_finalizer(finalizers));
             };
+            stamp_spec_hash(&mut work);
             let work_name = work.name_any();
             let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), &namespace);
             let current = api
@@ -318,13 +356,11 @@ async fn render_and_apply(
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let client = &ctx.client;
     let works_api: Api<ManifestWork> = Api::namespaced(client.clone(), &namespace);
-    let list_works = || async {
-        works_api
-            .list(&ListParams::default().labels(&format!("{ADDON_NAME_LABEL}={name}")))
-            .await
-            .map(|l| l.items)
-            .map_err(error::read(format!("ManifestWorks of {namespace}/{name}")))
-    };
+    // From the works cache: the reconcile that follows a work's change sees it there, because
+    // the cache takes the change before it triggers the reconcile.
+    // From the works cache: the reconcile that follows a work's change sees it there, because
+    // the cache takes the change before it triggers the reconcile.
+    let list_works = || crate::works_of(&ctx.works, &namespace, &name);
     let deploy_only = |works: Vec<ManifestWork>| -> Vec<ManifestWork> {
         works
             .into_iter()
@@ -364,7 +400,7 @@ async fn render_and_apply(
             .iter()
             .map(config_reference_from_v1alpha1)
             .collect();
-        let works = deploy_only(list_works().await?);
+        let works = deploy_only(list_works());
         *applied = progress(status, &works, &mut references, Some(gr));
         return Ok(None);
     }
@@ -388,7 +424,16 @@ async fn render_and_apply(
         let Some(desired) = reference.desired_config.as_ref() else {
             continue;
         };
-        match config_object(client, &reference.group_resource, &desired.referent).await? {
+        match ctx
+            .configs
+            .get(
+                client,
+                &reference.group_resource,
+                &desired.referent,
+                &desired.spec_hash,
+            )
+            .await?
+        {
             None => missing.push(AddOnConfig {
                 group_resource: reference.group_resource.clone(),
                 referent: desired.referent.clone(),
@@ -409,7 +454,7 @@ async fn render_and_apply(
     }
     // Being deleted, the add-on leaves the rollout: its hooks render with the configs as they are.
     if moved_on && addon.meta().deletion_timestamp.is_none() {
-        let works = deploy_only(list_works().await?);
+        let works = deploy_only(list_works());
         *applied = progress(status, &works, &mut references, None);
         status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
         return Ok(None);
@@ -418,7 +463,7 @@ async fn render_and_apply(
     // stay as the last granted revision rendered them, and its status follows them. Only
     // AddOnPlugin revisions roll out so; a built-in template instance changes with its
     // AddOnTemplate, which the rollout releases as a config.
-    let existing = deploy_only(list_works().await?);
+    let existing = deploy_only(list_works());
     let serving = plugin.digest().to_string();
     let gated = ctx.plugins.loaded(&name).is_some();
     if gated
@@ -529,21 +574,29 @@ async fn render_and_apply(
     for work in &mut plan.apply {
         work.annotations_mut()
             .insert(WORK_REVISION_ANNOTATION.to_owned(), serving.clone());
+        stamp_spec_hash(work);
     }
     let nothing = plan.apply.is_empty() && plan.delete.is_empty() && existing.is_empty();
+    // The works as they are after the writes: the apiserver's answers replace the cached ones.
+    let mut works = existing;
     for work in &plan.apply {
         let work_name = work.name_any();
-        if existing
+        if works
             .iter()
             .any(|e| e.name_any() == work_name && unchanged(e, work))
         {
             continue;
         }
         let params = PatchParams::apply(crate::FIELD_MANAGER).force();
-        if let Err(e) = works_api.patch(&work_name, &params, &Patch::Apply(work)).await {
-            set(status, work_not_applied(&e.to_string()), now);
-            return Err(error::write(format!("ManifestWork {namespace}/{work_name}"))(e));
-        }
+        let written = match works_api.patch(&work_name, &params, &Patch::Apply(work)).await {
+            Ok(written) => written,
+            Err(e) => {
+                set(status, work_not_applied(&e.to_string()), now);
+                return Err(error::write(format!("ManifestWork {namespace}/{work_name}"))(e));
+            }
+        };
+        works.retain(|w| w.name_any() != work_name);
+        works.push(written);
         tracing::info!(addon = %name, cluster = %namespace, work = %work_name, "deploy work applied");
     }
     for work_name in &plan.delete {
@@ -552,10 +605,11 @@ async fn render_and_apply(
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => return Err(error::write(format!("ManifestWork {namespace}/{work_name}"))(e)),
         }
+        works.retain(|w| &w.name_any() != work_name);
     }
+    works.sort_by_key(|w| w.name_any());
 
     // Report.
-    let works = deploy_only(list_works().await?);
     if nothing {
         set(status, nothing_to_apply(), now);
     } else {

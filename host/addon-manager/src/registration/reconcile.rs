@@ -11,9 +11,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use flotilla_api::addon::consts::ADDON_NAME_LABEL;
-use flotilla_api::addon::v1alpha1::{
-    ClusterManagementAddOn, ManagedClusterAddOn, ManagedClusterAddOnStatus, RegistrationConfig,
-};
+use flotilla_api::addon::v1alpha1::{ManagedClusterAddOn, ManagedClusterAddOnStatus, RegistrationConfig};
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_core::addon::configs::config_reference_from_v1alpha1;
 use flotilla_core::addon::install::is_managed_by_addon_manager;
@@ -27,11 +25,12 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::{Context, declared};
-use crate::configs::{ADC_RESOURCE, config_object};
+use crate::configs::ADC_RESOURCE;
 use crate::error::{self, Result};
 use crate::plugins::Served;
 
@@ -48,18 +47,14 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     }
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let client = &ctx.client;
-    let cma = Api::<ClusterManagementAddOn>::all(client.clone())
-        .get_opt(&name)
-        .await
-        .map_err(error::read(format!("ClusterManagementAddOn {name}")))?;
+    if !(crate::cache_ready(&ctx.cmas).await && crate::cache_ready(&ctx.clusters).await) {
+        return Ok(Action::requeue(ctx.options.retry));
+    }
+    let cma = ctx.cmas.get(&ObjectRef::new(&name));
     if !cma.is_some_and(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) {
         return Ok(Action::await_change());
     }
-    let Some(cluster) = Api::<ManagedCluster>::all(client.clone())
-        .get_opt(&namespace)
-        .await
-        .map_err(error::read(format!("ManagedCluster {namespace}")))?
-    else {
+    let Some(cluster) = ctx.clusters.get(&ObjectRef::new(&namespace)) else {
         return Ok(Action::await_change());
     };
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
@@ -70,7 +65,8 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         Served::By(plugin) => plugin,
         Served::Pending(message) | Served::Unavailable(message) => {
             set(&mut status, permission_pending(message), now);
-            flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
+            ctx.statuses
+                .patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
                 .await?;
             // The AddOnPlugin watch (or the rollout's configReferences) brings the add-on back
             // once something serves it; the retry covers a template created later.
@@ -78,7 +74,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         }
     };
 
-    let adc_namespace = deployment_config_namespace(client, &current).await?;
+    let adc_namespace = deployment_config_namespace(&ctx, &current).await?;
     status.namespace = install_namespace(
         adc_namespace.as_deref(),
         &addon.spec.install_namespace,
@@ -113,7 +109,9 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
             set(&mut status, condition, now);
         }
     }
-    flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status).await?;
+    ctx.statuses
+        .patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
+        .await?;
     outcome?;
     Ok(Action::requeue(ctx.options.resync))
 }
@@ -124,7 +122,7 @@ fn set(status: &mut ManagedClusterAddOnStatus, condition: NewCondition<'_>, now:
 
 /// The `agentInstallNamespace` of the AddOnDeploymentConfig released to the add-on, if any.
 async fn deployment_config_namespace(
-    client: &kube::Client,
+    ctx: &Context,
     status: &ManagedClusterAddOnStatus,
 ) -> Result<Option<String>> {
     for reference in status
@@ -138,7 +136,16 @@ async fn deployment_config_namespace(
         let Some(desired) = &reference.desired_config else {
             continue;
         };
-        if let Some(object) = config_object(client, &reference.group_resource, &desired.referent).await? {
+        if let Some(object) = ctx
+            .configs
+            .get(
+                &ctx.client,
+                &reference.group_resource,
+                &desired.referent,
+                &desired.spec_hash,
+            )
+            .await?
+        {
             return Ok(object
                 .pointer("/spec/agentInstallNamespace")
                 .and_then(Value::as_str)

@@ -43,6 +43,8 @@ pub(crate) struct Context {
     pub(crate) client: Client,
     /// The serving plugin revisions (what the deploy controller renders with).
     pub(crate) plugins: Arc<Plugins>,
+    /// Add-on status writes, shared with the other controllers that write add-on status.
+    pub(crate) statuses: Arc<flotilla_kube::status::SharedStatus>,
     pub(crate) options: Options,
 }
 
@@ -56,7 +58,12 @@ fn names_placement(cma: &ClusterManagementAddOn, namespace: &str, name: &str) ->
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
+pub(crate) async fn run(
+    client: Client,
+    plugins: Arc<Plugins>,
+    statuses: Arc<flotilla_kube::status::SharedStatus>,
+    options: Options,
+) {
     let controller = Controller::new(
         Api::<ClusterManagementAddOn>::all(client.clone()),
         watcher::Config::default(),
@@ -132,6 +139,7 @@ pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options)
     let context = Arc::new(Context {
         client,
         plugins,
+        statuses,
         options,
     });
     flotilla_kube::controller::run("addon-rollout", controller, reconcile::reconcile, context).await;

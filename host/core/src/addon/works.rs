@@ -507,6 +507,12 @@ struct Filling {
     room: usize,
 }
 
+/// Annotation on an add-on's ManifestWork: the spec hash ([`crate::addon::spec_hash`]) of the
+/// spec the add-on manager applied. The apiserver fills defaults into a work's spec
+/// (`feedbackScrapeType`, `updateStrategy`), so the spec read back never equals the one
+/// applied; the hash says whether the desired spec changed.
+pub const WORK_SPEC_HASH_ANNOTATION: &str = "flotilla.dev/applied-spec-hash";
+
 /// The deploy works of `addon` for `manifests` (plugin output after [`validate_manifests`]),
 /// given the add-on's current deploy works `existing` (other works are ignored),
 /// `manifest_configs` (feedback rules for health probing) and the ManagedClusterAddOn's
