@@ -119,84 +119,6 @@ pub(crate) fn addon_triggers(
     (store, stream)
 }
 
-/// A cache of one kind (managed fields and what `slim` drops left out) and the watch stream
-/// that fills it. One controller consumes the stream as its triggers; the others read the store
-/// instead of a GET per reconcile, so a thousand add-ons cost no request for their cluster or
-/// ClusterManagementAddOn.
-pub(crate) fn cache<K>(
-    client: &Client,
-    config: kube::runtime::watcher::Config,
-    slim: fn(&mut K),
-) -> (
-    kube::runtime::reflector::Store<K>,
-    impl futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static,
-)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    use kube::ResourceExt as _;
-    use kube::runtime::{WatchStreamExt as _, reflector, watcher};
-    let (store, writer) = reflector::store();
-    let stream = reflector(
-        writer,
-        watcher(kube::Api::<K>::all(client.clone()), config)
-            .default_backoff()
-            .modify(move |object| {
-                object.managed_fields_mut().clear();
-                slim(object);
-            }),
-    )
-    .touched_objects();
-    (store, stream)
-}
-
-/// Keeps of a ManagedCluster what the add-on controllers read (metadata, spec, claims, version
-/// and conditions): capacity and allocatable go.
-pub(crate) fn slim_cluster(cluster: &mut flotilla_api::cluster::v1::ManagedCluster) {
-    if let Some(status) = cluster.status.as_mut() {
-        status.capacity.clear();
-        status.allocatable.clear();
-    }
-}
-
-/// Waits until `store` has its first full list: an object missing from a cache still listing
-/// would otherwise look deleted. False if its writer is gone.
-pub(crate) async fn cache_ready<K>(store: &kube::runtime::reflector::Store<K>) -> bool
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    store.wait_until_ready().await.is_ok()
-}
-
-/// The ManifestWorks of add-on `name` in cluster namespace `namespace`, from a cache of the
-/// add-ons' works.
-pub(crate) fn works_of(
-    works: &kube::runtime::reflector::Store<flotilla_api::work::v1::ManifestWork>,
-    namespace: &str,
-    name: &str,
-) -> Vec<flotilla_api::work::v1::ManifestWork> {
-    use kube::ResourceExt as _;
-    works
-        .state()
-        .iter()
-        .filter(|w| {
-            w.namespace().as_deref() == Some(namespace)
-                && w.labels()
-                    .get(flotilla_api::addon::consts::ADDON_NAME_LABEL)
-                    .map(String::as_str)
-                    == Some(name)
-        })
-        .map(|w| w.as_ref().clone())
-        .collect()
-}
-
 /// A hash of `parts` (their JSON), for [`addon_triggers`]' predicates.
 pub(crate) fn hash_of(parts: &impl serde::Serialize) -> Option<u64> {
     use std::hash::{Hash as _, Hasher as _};
@@ -261,50 +183,18 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     // Every controller finds an add-on's plugin through this one value (`Plugins::for_addon`).
     let plugins = Arc::new(Plugins::new(registry));
     let configs = Arc::new(configs::ReleasedConfigs::default());
-    // Four controllers write add-on status; their writes to one add-on take turns.
-    let statuses = Arc::new(flotilla_kube::status::SharedStatus::default());
-    // Health consumes the cluster watch, registration the CMA watch; each reads the other's cache.
-    let (clusters, cluster_changes) = cache(&client, Default::default(), slim_cluster);
-    let (cmas, cma_changes) = cache(&client, Default::default(), |_| {});
     futures::join!(
         plugin::run(client.clone(), Arc::clone(&plugins), options.clone()),
         install::run(client.clone(), options.clone()),
-        rollout::run(
-            client.clone(),
-            Arc::clone(&plugins),
-            Arc::clone(&statuses),
-            options.clone()
-        ),
+        rollout::run(client.clone(), Arc::clone(&plugins), options.clone()),
         registration::run(
             client.clone(),
             Arc::clone(&plugins),
-            Arc::clone(&statuses),
             Arc::clone(&configs),
-            registration::Caches {
-                cmas: cmas.clone(),
-                cma_changes,
-                clusters: clusters.clone()
-            },
             options.clone()
         ),
         csr::run(client.clone(), Arc::clone(&plugins), options.clone()),
-        deploy::run(
-            client.clone(),
-            Arc::clone(&plugins),
-            Arc::clone(&statuses),
-            configs,
-            options.clone()
-        ),
-        health::run(
-            client,
-            plugins,
-            statuses,
-            health::Caches {
-                clusters,
-                cluster_changes,
-                cmas
-            },
-            options
-        ),
+        deploy::run(client.clone(), Arc::clone(&plugins), configs, options.clone()),
+        health::run(client, plugins, options),
     );
 }

@@ -17,11 +17,10 @@ use crate::error::{Error, Result};
 /// The patch carries the object's `uid` and `resourceVersion`, so the apiserver refuses it
 /// (409) if the object changed since it was read. Several controllers write parts of one
 /// status (an add-on's has four writers), so a refusal is usually someone else's write to other
-/// fields: the object is read again and, if nobody else changed what this write changes, the
-/// change is replayed onto the fresh status ([`rebase`]) and sent again, a few times at most.
-/// A real conflict (both changed the same field) returns the 409, and the next reconcile works
-/// from fresh data instead of overwriting someone else's update. Returns whether a write
-/// happened.
+/// fields: the object is read again and this write's change (only the fields it changes) is
+/// replayed onto the fresh status ([`rebase`]) and sent again, a few times at most; then the
+/// 409 is returned and the next reconcile works from fresh data. Someone else's update to
+/// other fields is never overwritten. Returns whether a write happened.
 pub async fn patch_if_changed<K, S>(
     api: &Api<K>,
     object: &K,
@@ -83,10 +82,7 @@ where
     let conflict_error = || patch_error(kube::Error::Api(Box::new(conflict(&kind, &name))));
     let (mut resource_version, mut theirs) = (start.resource_version, start.status);
     for attempt in 1..=REBASE_ATTEMPTS {
-        let Some(mut status) = rebase(base, ours, &theirs) else {
-            tracing::debug!(%kind, %name, "status changed under this write; left to the next reconcile");
-            return Err(conflict_error());
-        };
+        let mut status = rebase(base, ours, &theirs);
         if status == theirs {
             // Already so, by someone else's write.
             return Ok(None);
@@ -124,105 +120,10 @@ fn status_of<K: Resource<DynamicType = ()> + Serialize>(object: &K) -> Result<se
         })
 }
 
-/// Status writes of several controllers of one process to the same objects: one at a time per
-/// object, each starting from the status and resourceVersion the previous one left. Each
-/// controller reads from its own watch, which lags behind the others' writes; without this,
-/// four controllers writing a thousand new add-ons spent more requests on 409s than on writes.
-/// A write from outside the process still ends in a 409 and a rebase onto a fresh read.
-#[derive(Default)]
-pub struct SharedStatus {
-    objects: std::sync::Mutex<std::collections::HashMap<String, Slot>>,
-}
-
-/// The last status written to one object, behind the lock its writers take in turn.
-type Slot = std::sync::Arc<tokio::sync::Mutex<Option<Written>>>;
-
-/// A status this process wrote.
-struct Written {
-    resource_version: Option<String>,
-    status: serde_json::Value,
-    at: std::time::Instant,
-}
-
-/// How long a written status is the starting point of the next write: long enough for every
-/// controller's watch to have caught up with it.
-const REMEMBERED: std::time::Duration = std::time::Duration::from_secs(30);
-
-impl SharedStatus {
-    /// As [`patch_if_changed`], but serialised with this process's other writes to `object`
-    /// and starting from the last of them when it is newer than what the caller read.
-    pub async fn patch_if_changed<K, S>(
-        &self,
-        api: &Api<K>,
-        object: &K,
-        current: Option<&S>,
-        desired: &S,
-    ) -> Result<bool>
-    where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
-        S: Serialize + PartialEq,
-    {
-        if current == Some(desired) {
-            return Ok(false);
-        }
-        let (base, ours) = (encode::<K, _>(current)?, encode::<K, _>(Some(desired))?);
-        let slot = self.slot(object.meta().uid.clone().unwrap_or_default());
-        let mut last = slot.lock().await;
-        let read = Start {
-            resource_version: object.meta().resource_version.clone(),
-            status: base.clone(),
-        };
-        // The caller's read is the start unless this process wrote since: then the last write
-        // (a newer outside write makes it stale, which the guard turns into a 409 and a rebase).
-        let start = match last.as_ref() {
-            Some(w) if !newer(read.resource_version.as_deref(), w.resource_version.as_deref()) => Start {
-                resource_version: w.resource_version.clone(),
-                status: w.status.clone(),
-            },
-            _ => read,
-        };
-        let written = write_rebased(api, object, &base, &ours, start).await?;
-        let Some(written) = written else {
-            return Ok(false);
-        };
-        *last = Some(Written {
-            resource_version: written.meta().resource_version.clone(),
-            status: status_of(&written)?,
-            at: std::time::Instant::now(),
-        });
-        Ok(true)
-    }
-
-    /// The slot of object `uid`, forgetting old ones nobody holds.
-    fn slot(&self, uid: String) -> Slot {
-        let Ok(mut objects) = self.objects.lock() else {
-            return Slot::default();
-        };
-        objects.retain(|_, slot| {
-            std::sync::Arc::strong_count(slot) > 1
-                || slot
-                    .try_lock()
-                    .is_ok_and(|w| w.as_ref().is_some_and(|w| w.at.elapsed() < REMEMBERED))
-        });
-        std::sync::Arc::clone(objects.entry(uid).or_default())
-    }
-}
-
-/// Whether resourceVersion `read` is newer than `written`. The apiserver documents them as
-/// opaque; they are etcd revisions, compared as numbers only to pick a starting point, never
-/// for correctness (the write is guarded by the version it starts from either way).
-fn newer(read: Option<&str>, written: Option<&str>) -> bool {
-    let number = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok());
-    match (number(read), number(written)) {
-        (Some(read), Some(written)) => read > written,
-        _ => true,
-    }
-}
-
 /// Writes of one status tried before a conflict is given back to the caller.
 const REBASE_ATTEMPTS: usize = 4;
 
-/// The 409 a real conflict reports, as the apiserver words it.
+/// The 409 returned when every attempt met a newer write, as the apiserver words it.
 fn conflict(kind: &str, name: &str) -> kube::core::Status {
     kube::core::Status::failure(
         &format!("Operation cannot be fulfilled on {kind} {name:?}: the object has been modified"),
@@ -231,25 +132,27 @@ fn conflict(kind: &str, name: &str) -> kube::core::Status {
     .with_code(409)
 }
 
-/// A three-way merge of JSON values: the change from `base` to `ours` replayed onto `theirs`,
-/// or `None` when both sides changed the same field differently. Objects merge field by field
-/// (an absent field is `null`); lists whose items are objects with a unique `type` (conditions)
-/// or a unique `group` and `resource` (config references) merge item by item, as the
-/// apiserver's list-map keys would; any other list is one value.
+/// A three-way merge of JSON values: the change from `base` to `ours` replayed onto `theirs`.
+/// Objects merge field by field (an absent field is `null`); lists whose items are objects with
+/// a unique `type` (conditions) or a unique `group` and `resource` (config references) merge
+/// item by item, as the apiserver's list-map keys would; any other list is one value. Where
+/// both sides changed the same value, ours wins: each status field has one writer, and the
+/// other change is the apiserver's default for it (`healthCheck.mode: Lease`) or the writer's
+/// own earlier write, which a stale read did not show.
 ///
-/// Hand-written because the JSON merge-patch crates replace lists whole and detect no
-/// conflicts, and strategic merge (which does both) has no Rust implementation.
+/// Hand-written because the JSON merge-patch crates replace lists whole, and strategic merge
+/// (which merges lists by key) has no Rust implementation.
 pub fn rebase(
     base: &serde_json::Value,
     ours: &serde_json::Value,
     theirs: &serde_json::Value,
-) -> Option<serde_json::Value> {
+) -> serde_json::Value {
     use serde_json::Value;
     if ours == base || ours == theirs {
-        return Some(theirs.clone());
+        return theirs.clone();
     }
     if theirs == base {
-        return Some(ours.clone());
+        return ours.clone();
     }
     let object_or_null = |v: &Value| matches!(v, Value::Object(_) | Value::Null);
     if [base, ours, theirs].iter().all(|v| object_or_null(v)) && [ours, theirs].iter().any(|v| v.is_object())
@@ -263,12 +166,12 @@ pub fn rebase(
         }
         let mut merged = serde_json::Map::new();
         for key in keys {
-            let value = rebase(&field(base, key), &field(ours, key), &field(theirs, key))?;
+            let value = rebase(&field(base, key), &field(ours, key), &field(theirs, key));
             if !value.is_null() {
                 merged.insert(key.clone(), value);
             }
         }
-        return Some(Value::Object(merged));
+        return Value::Object(merged);
     }
     // An absent list (null) is an empty one: a status without conditions gets its first.
     let list = |v: &Value| match v {
@@ -277,10 +180,12 @@ pub fn rebase(
         _ => None,
     };
     let (Some(b), Some(o), Some(t)) = (list(base), list(ours), list(theirs)) else {
-        return None;
+        return ours.clone();
     };
     let (b, o, t) = (&b, &o, &t);
-    let key = list_key([b, o, t])?;
+    let Some(key) = list_key([b, o, t]) else {
+        return ours.clone();
+    };
     let find = |list: &'_ [Value], k: &Value| list.iter().find(|item| key(item) == *k).cloned();
     let mut merged = Vec::new();
     for item in t {
@@ -289,7 +194,7 @@ pub fn rebase(
             find(b, &k).unwrap_or(Value::Null),
             find(o, &k).unwrap_or(Value::Null),
         );
-        let value = rebase(&bi, &oi, item)?;
+        let value = rebase(&bi, &oi, item);
         if !value.is_null() {
             merged.push(value);
         }
@@ -300,12 +205,12 @@ pub fn rebase(
             continue;
         }
         let bi = find(b, &k).unwrap_or(Value::Null);
-        let value = rebase(&bi, item, &Value::Null)?;
+        let value = rebase(&bi, item, &Value::Null);
         if !value.is_null() {
             merged.push(value);
         }
     }
-    Some(Value::Array(merged))
+    Value::Array(merged)
 }
 
 /// The key of the list items in all of `lists`, if every item is an object it identifies
@@ -385,11 +290,9 @@ mod tests {
             { "type": "Configured", "status": "True" } ] });
         assert_eq!(
             super::rebase(&base, &ours, &theirs),
-            Some(
-                json!({ "namespace": "b", "registrations": [{ "signerName": "s" }], "conditions": [
+            json!({ "namespace": "b", "registrations": [{ "signerName": "s" }], "conditions": [
                 { "type": "ManifestApplied", "status": "True" }, { "type": "Available", "status": "True" },
                 { "type": "Configured", "status": "True" } ] })
-            )
         );
     }
 
@@ -403,38 +306,42 @@ mod tests {
         let base = json!({ "configReferences": [reference("1", None)] });
         let ours = json!({ "configReferences": [reference("1", Some("1"))] });
         let theirs = json!({ "configReferences": [reference("2", None)] });
-        let merged = super::rebase(&base, &ours, &theirs).map(|mut m| {
-            if let Some(o) = m["configReferences"][0].as_object_mut() {
-                o.retain(|_, v| !v.is_null());
-            }
-            m
-        });
+        let mut merged = super::rebase(&base, &ours, &theirs);
+        if let Some(o) = merged["configReferences"][0].as_object_mut() {
+            o.retain(|_, v| !v.is_null());
+        }
         assert_eq!(
             merged,
-            Some(json!({ "configReferences": [
+            json!({ "configReferences": [
                 { "group": "g", "resource": "r", "desiredConfig": { "specHash": "2" },
-                  "lastAppliedConfig": { "specHash": "1" } } ] }))
+                  "lastAppliedConfig": { "specHash": "1" } } ] })
         );
     }
 
     #[test]
-    fn the_same_field_changed_on_both_sides_is_a_conflict() {
+    fn where_both_sides_changed_the_same_value_ours_wins() {
         let base = json!({ "conditions": [{ "type": "Available", "status": "Unknown" }] });
         let ours = json!({ "conditions": [{ "type": "Available", "status": "True" }] });
         let theirs = json!({ "conditions": [{ "type": "Available", "status": "False" }] });
-        assert_eq!(super::rebase(&base, &ours, &theirs), None);
-        let (base, ours, theirs) = (json!({ "n": 1 }), json!({ "n": 2 }), json!({ "n": 3 }));
-        assert_eq!(super::rebase(&base, &ours, &theirs), None);
+        assert_eq!(super::rebase(&base, &ours, &theirs), ours);
+        // The apiserver defaulted a field this write sets.
+        let ours = json!({ "healthCheck": { "mode": "Customized" } });
+        let theirs = json!({ "healthCheck": { "mode": "Lease" }, "supportedConfigs": [] });
+        assert_eq!(
+            super::rebase(&serde_json::Value::Null, &ours, &theirs),
+            json!({ "healthCheck": { "mode": "Customized" }, "supportedConfigs": [] })
+        );
     }
 
     #[test]
     fn lists_without_a_unique_key_are_one_value() {
         let base = json!({ "relatedObjects": [{ "name": "a" }] });
         let ours = json!({ "relatedObjects": [{ "name": "b" }] });
-        let theirs = json!({ "relatedObjects": [{ "name": "c" }] });
-        assert_eq!(super::rebase(&base, &ours, &theirs), None);
-        let theirs_unchanged = base.clone();
-        assert_eq!(super::rebase(&base, &ours, &theirs_unchanged), Some(ours.clone()));
+        let theirs = json!({ "relatedObjects": [{ "name": "c" }], "namespace": "n" });
+        assert_eq!(
+            super::rebase(&base, &ours, &theirs),
+            json!({ "relatedObjects": [{ "name": "b" }], "namespace": "n" })
+        );
     }
 
     #[test]
@@ -444,7 +351,7 @@ mod tests {
         let theirs = json!({ "conditions": [{ "type": "A" }, { "type": "B" }, { "type": "C" }], "x": 2 });
         assert_eq!(
             super::rebase(&base, &ours, &theirs),
-            Some(json!({ "conditions": [{ "type": "A" }, { "type": "C" }], "x": 2 }))
+            json!({ "conditions": [{ "type": "A" }, { "type": "C" }], "x": 2 })
         );
         // A status read before the object had one, and a first condition on both sides.
         assert_eq!(
@@ -453,12 +360,12 @@ mod tests {
                 &json!({ "conditions": [{ "type": "A" }] }),
                 &json!({ "conditions": [{ "type": "B" }] })
             ),
-            Some(json!({ "conditions": [{ "type": "B" }, { "type": "A" }] }))
+            json!({ "conditions": [{ "type": "B" }, { "type": "A" }] })
         );
         let fresh = json!({ "conditions": [{ "type": "C" }] });
         assert_eq!(
             super::rebase(&serde_json::Value::Null, &json!({ "x": 1 }), &fresh),
-            Some(json!({ "conditions": [{ "type": "C" }], "x": 1 }))
+            json!({ "conditions": [{ "type": "C" }], "x": 1 })
         );
     }
 }

@@ -294,6 +294,10 @@ impl Usage {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let count: usize = std::env::args().nth(1).map_or(Ok(1000), |a| a.parse())?;
+    // The hub's logs, when asked for (`RUST_LOG`): where a slow run spent its time.
+    if std::env::var_os("RUST_LOG").is_some() {
+        flotilla_testing::init_tracing();
+    }
     let cp = ControlPlane::start("bench-addons").await?;
     let client = cp.admin_client().await?;
     println!("== one add-on on {count} clusters");

@@ -43,11 +43,7 @@ pub(crate) struct Context {
     pub(crate) clusters: Store<ManagedCluster>,
     /// ClusterManagementAddOns.
     pub(crate) cmas: Store<ClusterManagementAddOn>,
-    /// The add-ons' ManifestWorks.
-    pub(crate) works: Store<ManifestWork>,
     pub(crate) plugins: Arc<Plugins>,
-    /// Add-on status writes, shared with the other controllers that write add-on status.
-    pub(crate) statuses: Arc<flotilla_kube::status::SharedStatus>,
     /// Released config objects, read once for all add-ons.
     pub(crate) configs: Arc<ReleasedConfigs>,
     pub(crate) options: Options,
@@ -102,7 +98,6 @@ fn deploy_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
 pub(crate) async fn run(
     client: Client,
     plugins: Arc<Plugins>,
-    statuses: Arc<flotilla_kube::status::SharedStatus>,
     configs: Arc<ReleasedConfigs>,
     options: Options,
 ) {
@@ -120,11 +115,6 @@ pub(crate) async fn run(
         .modify(slim_cluster),
     )
     .touched_objects();
-    let (works, work_changes) = crate::cache(
-        &client,
-        watcher::Config::default().labels(ADDON_NAME_LABEL),
-        |_: &mut ManifestWork| {},
-    );
     let (cmas, cma_writer) = reflector::store();
     let cma_stream = reflector(
         cma_writer,
@@ -136,10 +126,14 @@ pub(crate) async fn run(
     )
     .touched_objects();
     let controller = controller
-        .watches_stream(work_changes, |work| {
-            let addon = work.labels().get(ADDON_NAME_LABEL)?;
-            Some(ObjectRef::new(addon).within(&work.namespace()?))
-        })
+        .watches(
+            Api::<ManifestWork>::all(client.clone()),
+            watcher::Config::default().labels(ADDON_NAME_LABEL),
+            |work| {
+                let addon = work.labels().get(ADDON_NAME_LABEL)?;
+                Some(ObjectRef::new(addon).within(&work.namespace()?))
+            },
+        )
         // Of a CMA the deploy reads only its annotations (is it ours?): its status, which the
         // rollout controller writes at every step, must not re-render all its add-ons.
         .watches_stream(
@@ -158,9 +152,7 @@ pub(crate) async fn run(
         client,
         clusters,
         cmas,
-        works,
         plugins,
-        statuses,
         configs,
         renders: tokio::sync::Semaphore::new(options.max_concurrent_renders.max(1)),
         rendered: std::sync::Mutex::new(Rendered::new()),

@@ -123,12 +123,9 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
     // The caches fill before the first answer is trusted: a cluster or CMA missing from a
     // cache still listing would otherwise look deleted.
-    let ready = futures::join!(
-        crate::cache_ready(&ctx.clusters),
-        crate::cache_ready(&ctx.cmas),
-        crate::cache_ready(&ctx.works)
-    );
-    if ready != (true, true, true) {
+    let (clusters_ready, cmas_ready) =
+        futures::join!(ctx.clusters.wait_until_ready(), ctx.cmas.wait_until_ready());
+    if clusters_ready.is_err() || cmas_ready.is_err() {
         return Ok(Action::requeue(ctx.options.retry));
     }
     let cluster = ctx.clusters.get(&ObjectRef::new(&namespace));
@@ -164,8 +161,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
             // Say why and keep the works as they are; the retry picks up a template created later.
             let mut status = addon.status.clone().unwrap_or_default();
             set(&mut status, manifests_not_rendered(&message), Timestamp::now());
-            ctx.statuses
-                .patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
+            flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
                 .await?;
             return Ok(Action::requeue(ctx.options.retry));
         }
@@ -207,8 +203,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         outcome?;
         return Ok(requeue);
     }
-    ctx.statuses
-        .patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired_status)
+    flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired_status)
         .await?;
     record_applied_revision(&api, &addon, applied.as_deref()).await?;
     outcome?;
@@ -356,11 +351,13 @@ async fn render_and_apply(
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let client = &ctx.client;
     let works_api: Api<ManifestWork> = Api::namespaced(client.clone(), &namespace);
-    // From the works cache: the reconcile that follows a work's change sees it there, because
-    // the cache takes the change before it triggers the reconcile.
-    // From the works cache: the reconcile that follows a work's change sees it there, because
-    // the cache takes the change before it triggers the reconcile.
-    let list_works = || crate::works_of(&ctx.works, &namespace, &name);
+    let list_works = || async {
+        works_api
+            .list(&ListParams::default().labels(&format!("{ADDON_NAME_LABEL}={name}")))
+            .await
+            .map(|l| l.items)
+            .map_err(error::read(format!("ManifestWorks of {namespace}/{name}")))
+    };
     let deploy_only = |works: Vec<ManifestWork>| -> Vec<ManifestWork> {
         works
             .into_iter()
@@ -400,7 +397,7 @@ async fn render_and_apply(
             .iter()
             .map(config_reference_from_v1alpha1)
             .collect();
-        let works = deploy_only(list_works());
+        let works = deploy_only(list_works().await?);
         *applied = progress(status, &works, &mut references, Some(gr));
         return Ok(None);
     }
@@ -454,7 +451,7 @@ async fn render_and_apply(
     }
     // Being deleted, the add-on leaves the rollout: its hooks render with the configs as they are.
     if moved_on && addon.meta().deletion_timestamp.is_none() {
-        let works = deploy_only(list_works());
+        let works = deploy_only(list_works().await?);
         *applied = progress(status, &works, &mut references, None);
         status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
         return Ok(None);
@@ -463,7 +460,7 @@ async fn render_and_apply(
     // stay as the last granted revision rendered them, and its status follows them. Only
     // AddOnPlugin revisions roll out so; a built-in template instance changes with its
     // AddOnTemplate, which the rollout releases as a config.
-    let existing = deploy_only(list_works());
+    let existing = deploy_only(list_works().await?);
     let serving = plugin.digest().to_string();
     let gated = ctx.plugins.loaded(&name).is_some();
     if gated

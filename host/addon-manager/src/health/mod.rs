@@ -20,17 +20,16 @@ use std::sync::Arc;
 
 use crate::plugins::Plugins;
 use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
-use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
+use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::{
-    FeedBackType, FeedbackRule, JsonPath, ManifestConfigOption, ManifestWork, ResourceIdentifier,
+    FeedBackType, FeedbackRule, JsonPath, ManifestConfigOption, ResourceIdentifier,
 };
 use flotilla_core::addon::health::Prober;
 use flotilla_core::addon::works::ProbeFeedback;
 use flotilla_wasm::types::{self, HealthMode};
-use futures::Stream;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 
@@ -40,14 +39,6 @@ use crate::Options;
 pub(crate) struct Context {
     pub(crate) client: Client,
     pub(crate) plugins: Arc<Plugins>,
-    /// Add-on status writes, shared with the other controllers that write add-on status.
-    pub(crate) statuses: Arc<flotilla_kube::status::SharedStatus>,
-    /// ManagedClusters (this controller's watch fills it).
-    pub(crate) clusters: Store<ManagedCluster>,
-    /// ClusterManagementAddOns (the registration controller's watch fills it).
-    pub(crate) cmas: Store<ClusterManagementAddOn>,
-    /// The add-ons' ManifestWorks.
-    pub(crate) works: Store<ManifestWork>,
     pub(crate) options: Options,
 }
 
@@ -139,51 +130,33 @@ fn health_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
     ))
 }
 
-/// The caches the health check reads: the clusters, whose watch is its trigger too, and the
-/// CMAs the registration controller's watch fills.
-pub(crate) struct Caches<S> {
-    pub(crate) clusters: Store<ManagedCluster>,
-    pub(crate) cluster_changes: S,
-    pub(crate) cmas: Store<ClusterManagementAddOn>,
-}
-
 /// Runs the controller until dropped.
-pub(crate) async fn run(
-    client: Client,
-    plugins: Arc<Plugins>,
-    statuses: Arc<flotilla_kube::status::SharedStatus>,
-    caches: Caches<impl Stream<Item = Result<ManagedCluster, watcher::Error>> + Send + 'static>,
-    options: Options,
-) {
+pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
     let (addons, addon_changes) = crate::addon_triggers(&client, health_inputs);
     let controller = Controller::for_stream(addon_changes, addons);
-    // The works the health reads come from this cache, not a list per reconcile.
-    let (works, work_changes) = crate::cache(
-        &client,
-        watcher::Config::default().labels(ADDON_NAME_LABEL),
-        |_: &mut ManifestWork| {},
-    );
     let (by_plugin, by_cluster) = (controller.store(), controller.store());
     let controller = controller
-        .watches_stream(work_changes, |work| {
-            let addon = work.labels().get(ADDON_NAME_LABEL)?;
-            Some(ObjectRef::new(addon).within(&work.namespace()?))
-        })
+        .watches(
+            Api::<flotilla_api::work::v1::ManifestWork>::all(client.clone()),
+            watcher::Config::default().labels(ADDON_NAME_LABEL),
+            |work| {
+                let addon = work.labels().get(ADDON_NAME_LABEL)?;
+                Some(ObjectRef::new(addon).within(&work.namespace()?))
+            },
+        )
         .watches(
             Api::<AddOnPlugin>::all(client.clone()),
             watcher::Config::default(),
             move |plugin| crate::addons_named(&by_plugin, &crate::plugin::addon_name(&plugin)),
         )
-        .watches_stream(caches.cluster_changes, move |cluster| {
-            crate::addons_of_cluster(&by_cluster, &cluster.name_any())
-        });
+        .watches(
+            Api::<ManagedCluster>::all(client.clone()),
+            watcher::Config::default(),
+            move |cluster| crate::addons_of_cluster(&by_cluster, &cluster.name_any()),
+        );
     let context = Arc::new(Context {
         client,
         plugins,
-        statuses,
-        clusters: caches.clusters,
-        cmas: caches.cmas,
-        works,
         options,
     });
     flotilla_kube::controller::run("addon-health", controller, reconcile::reconcile, context).await;

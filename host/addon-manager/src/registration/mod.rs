@@ -25,12 +25,9 @@ use crate::configs::ReleasedConfigs;
 use crate::plugins::Plugins;
 use flotilla_api::addon::consts::managed_cluster_addon as mca;
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, Subject};
-use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_core::addon::registration::Declared;
 use flotilla_wasm::types::Registration;
-use futures::Stream;
-use kube::runtime::reflector::Store;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 
@@ -40,14 +37,8 @@ use crate::Options;
 pub(crate) struct Context {
     pub(crate) client: Client,
     pub(crate) plugins: Arc<Plugins>,
-    /// Add-on status writes, shared with the other controllers that write add-on status.
-    pub(crate) statuses: Arc<flotilla_kube::status::SharedStatus>,
     /// Released config objects, read once for all add-ons.
     pub(crate) configs: Arc<ReleasedConfigs>,
-    /// ClusterManagementAddOns (this controller's watch fills it).
-    pub(crate) cmas: Store<ClusterManagementAddOn>,
-    /// ManagedClusters (the health controller's watch fills it).
-    pub(crate) clusters: Store<ManagedCluster>,
     pub(crate) options: Options,
     /// When each add-on's hub permissions were last applied, and from which inputs.
     pub(crate) applied: std::sync::Mutex<Applied>,
@@ -88,30 +79,22 @@ fn registration_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
     ))
 }
 
-/// The caches the registration reads: the CMAs, whose watch is its trigger too, and the
-/// clusters the health controller's watch fills.
-pub(crate) struct Caches<S> {
-    pub(crate) cmas: Store<ClusterManagementAddOn>,
-    pub(crate) cma_changes: S,
-    pub(crate) clusters: Store<ManagedCluster>,
-}
-
 /// Runs the controller until dropped.
 pub(crate) async fn run(
     client: Client,
     plugins: Arc<Plugins>,
-    statuses: Arc<flotilla_kube::status::SharedStatus>,
     configs: Arc<ReleasedConfigs>,
-    caches: Caches<impl Stream<Item = Result<ClusterManagementAddOn, watcher::Error>> + Send + 'static>,
     options: Options,
 ) {
     let (addons, addon_changes) = crate::addon_triggers(&client, registration_inputs);
     let controller = Controller::for_stream(addon_changes, addons);
     let (by_cma, by_plugin) = (controller.store(), controller.store());
     let controller = controller
-        .watches_stream(caches.cma_changes, move |cma| {
-            crate::addons_named(&by_cma, &cma.name_any())
-        })
+        .watches(
+            Api::<ClusterManagementAddOn>::all(client.clone()),
+            watcher::Config::default(),
+            move |cma| crate::addons_named(&by_cma, &cma.name_any()),
+        )
         .watches(
             Api::<AddOnPlugin>::all(client.clone()),
             watcher::Config::default(),
@@ -120,10 +103,7 @@ pub(crate) async fn run(
     let context = Arc::new(Context {
         client,
         plugins,
-        statuses,
         configs,
-        cmas: caches.cmas,
-        clusters: caches.clusters,
         options,
         applied: std::sync::Mutex::new(Applied::new()),
     });

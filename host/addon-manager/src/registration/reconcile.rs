@@ -11,7 +11,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use flotilla_api::addon::consts::ADDON_NAME_LABEL;
-use flotilla_api::addon::v1alpha1::{ManagedClusterAddOn, ManagedClusterAddOnStatus, RegistrationConfig};
+use flotilla_api::addon::v1alpha1::{
+    ClusterManagementAddOn, ManagedClusterAddOn, ManagedClusterAddOnStatus, RegistrationConfig,
+};
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_core::addon::configs::config_reference_from_v1alpha1;
 use flotilla_core::addon::install::is_managed_by_addon_manager;
@@ -25,7 +27,6 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -47,14 +48,18 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     }
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let client = &ctx.client;
-    if !(crate::cache_ready(&ctx.cmas).await && crate::cache_ready(&ctx.clusters).await) {
-        return Ok(Action::requeue(ctx.options.retry));
-    }
-    let cma = ctx.cmas.get(&ObjectRef::new(&name));
+    let cma = Api::<ClusterManagementAddOn>::all(client.clone())
+        .get_opt(&name)
+        .await
+        .map_err(error::read(format!("ClusterManagementAddOn {name}")))?;
     if !cma.is_some_and(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) {
         return Ok(Action::await_change());
     }
-    let Some(cluster) = ctx.clusters.get(&ObjectRef::new(&namespace)) else {
+    let Some(cluster) = Api::<ManagedCluster>::all(client.clone())
+        .get_opt(&namespace)
+        .await
+        .map_err(error::read(format!("ManagedCluster {namespace}")))?
+    else {
         return Ok(Action::await_change());
     };
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
@@ -65,8 +70,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         Served::By(plugin) => plugin,
         Served::Pending(message) | Served::Unavailable(message) => {
             set(&mut status, permission_pending(message), now);
-            ctx.statuses
-                .patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
+            flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
                 .await?;
             // The AddOnPlugin watch (or the rollout's configReferences) brings the add-on back
             // once something serves it; the retry covers a template created later.
@@ -109,9 +113,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
             set(&mut status, condition, now);
         }
     }
-    ctx.statuses
-        .patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
-        .await?;
+    flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status).await?;
     outcome?;
     Ok(Action::requeue(ctx.options.resync))
 }

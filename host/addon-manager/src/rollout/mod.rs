@@ -43,8 +43,6 @@ pub(crate) struct Context {
     pub(crate) client: Client,
     /// The serving plugin revisions (what the deploy controller renders with).
     pub(crate) plugins: Arc<Plugins>,
-    /// Add-on status writes, shared with the other controllers that write add-on status.
-    pub(crate) statuses: Arc<flotilla_kube::status::SharedStatus>,
     pub(crate) options: Options,
 }
 
@@ -58,12 +56,7 @@ fn names_placement(cma: &ClusterManagementAddOn, namespace: &str, name: &str) ->
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(
-    client: Client,
-    plugins: Arc<Plugins>,
-    statuses: Arc<flotilla_kube::status::SharedStatus>,
-    options: Options,
-) {
+pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
     let controller = Controller::new(
         Api::<ClusterManagementAddOn>::all(client.clone()),
         watcher::Config::default(),
@@ -139,7 +132,6 @@ pub(crate) async fn run(
     let context = Arc::new(Context {
         client,
         plugins,
-        statuses,
         options,
     });
     flotilla_kube::controller::run("addon-rollout", controller, reconcile::reconcile, context).await;

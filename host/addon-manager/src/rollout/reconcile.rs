@@ -232,12 +232,9 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         if desired != current || revision.is_some() {
             let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
             let addon = addon.clone();
-            let statuses = &ctx.statuses;
             writes.push(async move {
                 if desired != current {
-                    statuses
-                        .patch_if_changed(&api, &addon, Some(&current), &desired)
-                        .await?;
+                    flotilla_kube::status::patch_if_changed(&api, &addon, Some(&current), &desired).await?;
                 }
                 // The configs first: the deploy renders a released revision with released configs.
                 match revision {
