@@ -14,7 +14,8 @@
 //! benchmark waits, untimed, until the controller manager has processed every Deployment
 //! created so far, so no phase pays for the previous one's backlog.
 //!
-//! `cargo run --release -p flotilla-tests --bin bench-work -- [COUNTS]` (default `1,100,1000`).
+//! `cargo run --release -p flotilla-tests --bin bench-work -- [COUNTS]` (default `1,100,1000`);
+//! `BENCH_WORK_WORKERS=N` gives the agent N workers instead of its default.
 
 use std::{
     collections::BTreeMap,
@@ -556,10 +557,17 @@ async fn agent_mode(kubeconfig: &str, agent_namespace: &str) -> anyhow::Result<(
     )
     .await?;
     let managed = Client::try_from(config)?;
-    let options = flotilla_work::agent::AgentOptions {
+    let mut options = flotilla_work::agent::AgentOptions {
         agent_namespace: agent_namespace.to_owned(),
         ..Default::default()
     };
+    // `BENCH_WORK_WORKERS=N` runs the agent with N workers instead of the default, to compare.
+    if let Some(workers) = std::env::var("BENCH_WORK_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+    {
+        options.workers = workers;
+    }
     flotilla_work::agent::run(managed, options).await?;
     Ok(())
 }
