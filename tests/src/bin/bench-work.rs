@@ -12,7 +12,11 @@
 //! managed cluster's controller manager adds its Deployment status writes), and the CPU
 //! seconds the agent and each control plane spent in the phase. Between phases the
 //! benchmark waits, untimed, until the controller manager has processed every Deployment
-//! created so far, so no phase pays for the previous one's backlog.
+//! created so far, so no phase pays for the previous one's backlog. The `steps` lines say
+//! when the works were created, picked up by the agent (finalizer written), applied (their
+//! Deployment exists on the managed cluster) and `Applied`: the last of each, and the p50 of
+//! each step per work. Last, the `write costs` lines give the control-plane CPU per write of
+//! each kind the agent causes, measured apart from the agent ([`write_costs`]).
 //!
 //! `cargo run --release -p flotilla-tests --bin bench-work -- [COUNTS]` (default `1,100,1000`);
 //! `BENCH_WORK_WORKERS=N` gives the agent N workers instead of its default.
@@ -431,7 +435,9 @@ where
 /// concurrency, in a hub namespace and under names the agent does not act on. The writes
 /// copy what the agent wrote for `sample` (a work of the last run, and its
 /// AppliedManifestWork), so sizes are the real ones. CPU is of the whole control plane
-/// (apiserver, etcd, controller manager) while the writes run.
+/// (apiserver, etcd, controller manager) while the writes run. The finalizer writes run the
+/// merge patches first, the status writes the PUTs first, so that neither way always pays for
+/// the tail of the step before.
 async fn write_costs(meter: &Meter<'_>, cluster: &str, sample: &str, count: usize) -> anyhow::Result<()> {
     use flotilla_api::work::v1::AppliedManifestWork;
     let (hub, managed) = (meter.hub, meter.managed);
@@ -483,16 +489,16 @@ async fn write_costs(meter: &Meter<'_>, cluster: &str, sample: &str, count: usiz
         "    write costs, CPU of the plane per write: hub POST manifestworks {create}; finalizer: merge PATCH {patch}, PUT {put}"
     );
     let status = json!({ "status": sample_work.status });
-    let (_, patch) = cost(meter, 1, 0..half, |i| {
-        let (works, patch) = (works.clone(), status.clone());
-        async move { Ok(works.patch_status(&name(i), merge, &Patch::Merge(&patch)).await?) }
-    })
-    .await?;
     let (_, put) = cost(meter, 1, half..count, |i| {
         let works = works.clone();
         let mut work = finalized[i].clone();
         work.status.clone_from(&sample_work.status);
         async move { Ok(works.replace_status(&name(i), post, &work).await?) }
+    })
+    .await?;
+    let (_, patch) = cost(meter, 1, 0..half, |i| {
+        let (works, patch) = (works.clone(), status.clone());
+        async move { Ok(works.patch_status(&name(i), merge, &Patch::Merge(&patch)).await?) }
     })
     .await?;
     println!("      status: merge PATCH manifestworks/status {patch}, PUT {put}");
@@ -508,15 +514,6 @@ async fn write_costs(meter: &Meter<'_>, cluster: &str, sample: &str, count: usiz
     })
     .await?;
     let status = json!({ "status": sample_applied.status });
-    let (_, patch) = cost(meter, 2, 0..half, |i| {
-        let (applied_api, patch) = (applied_api.clone(), status.clone());
-        async move {
-            Ok(applied_api
-                .patch_status(&format!("{ns}-{i}"), merge, &Patch::Merge(&patch))
-                .await?)
-        }
-    })
-    .await?;
     let (_, put) = cost(meter, 2, half..count, |i| {
         let applied_api = applied_api.clone();
         let mut applied = created[i].clone();
@@ -524,6 +521,15 @@ async fn write_costs(meter: &Meter<'_>, cluster: &str, sample: &str, count: usiz
         async move {
             Ok(applied_api
                 .replace_status(&format!("{ns}-{i}"), post, &applied)
+                .await?)
+        }
+    })
+    .await?;
+    let (_, patch) = cost(meter, 2, 0..half, |i| {
+        let (applied_api, patch) = (applied_api.clone(), status.clone());
+        async move {
+            Ok(applied_api
+                .patch_status(&format!("{ns}-{i}"), merge, &Patch::Merge(&patch))
                 .await?)
         }
     })
