@@ -12,9 +12,14 @@
 //! managed cluster's controller manager adds its Deployment status writes), and the CPU
 //! seconds the agent and each control plane spent in the phase. Between phases the
 //! benchmark waits, untimed, until the controller manager has processed every Deployment
-//! created so far, so no phase pays for the previous one's backlog.
+//! created so far, so no phase pays for the previous one's backlog. The `steps` lines say
+//! when the works were created, picked up by the agent (finalizer written), applied (their
+//! Deployment exists on the managed cluster) and `Applied`: the last of each, and the p50 of
+//! each step per work. Last, the `write costs` lines give the control-plane CPU per write of
+//! each kind the agent causes, measured apart from the agent ([`write_costs`]).
 //!
-//! `cargo run --release -p flotilla-tests --bin bench-work -- [COUNTS]` (default `1,100,1000`).
+//! `cargo run --release -p flotilla-tests --bin bench-work -- [COUNTS]` (default `1,100,1000`);
+//! `BENCH_WORK_WORKERS=N` gives the agent N workers instead of its default.
 
 use std::{
     collections::BTreeMap,
@@ -37,7 +42,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DynamicObject, ObjectMeta, PostParams},
+    api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams},
     discovery::ApiResource,
     runtime::{WatchStreamExt, watcher},
 };
@@ -241,6 +246,66 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted.get(index).copied().unwrap_or_default()
 }
 
+/// When each work (by name) reached a step.
+type Times = Arc<Mutex<BTreeMap<String, Instant>>>;
+
+/// Records `now` as the time `name` reached the step of `times`, unless it did before.
+fn reached(times: &Times, name: String) {
+    times
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(name)
+        .or_insert_with(Instant::now);
+}
+
+/// What one run of works measured: per work, when it was created, picked up by the agent
+/// (its finalizer written), applied (its Deployment exists on the managed cluster) and
+/// `Applied`; and when the run started.
+struct Steps {
+    start: Instant,
+    created: BTreeMap<String, Instant>,
+    picked: BTreeMap<String, Instant>,
+    landed: BTreeMap<String, Instant>,
+    applied: BTreeMap<String, Instant>,
+}
+
+impl Steps {
+    /// Per-work latencies from step `from` to step `to`, sorted.
+    fn between(from: &BTreeMap<String, Instant>, to: &BTreeMap<String, Instant>) -> Vec<Duration> {
+        let mut latencies: Vec<Duration> = to
+            .iter()
+            .filter_map(|(name, done)| Some(done.saturating_duration_since(*from.get(name)?)))
+            .collect();
+        latencies.sort();
+        latencies
+    }
+
+    /// Time from the start until the last work reached `step`.
+    fn last(&self, step: &BTreeMap<String, Instant>) -> f64 {
+        step.values().max().map_or(0.0, |last| {
+            last.saturating_duration_since(self.start).as_secs_f64()
+        })
+    }
+
+    /// Where each work's time went, step by step (p50 and the time the last work got there).
+    fn print(&self) {
+        let p50 = |from, to| percentile(&Self::between(from, to), 0.5).as_secs_f64();
+        println!(
+            "    steps: all created {:.2}s, all picked up by the agent {:.2}s, all Deployments on the managed cluster {:.2}s, all Applied {:.2}s",
+            self.last(&self.created),
+            self.last(&self.picked),
+            self.last(&self.landed),
+            self.last(&self.applied),
+        );
+        println!(
+            "      per work p50: create→picked up {:.3}s, picked up→Deployment created {:.3}s, Deployment created→Applied {:.3}s",
+            p50(&self.created, &self.picked),
+            p50(&self.picked, &self.landed),
+            p50(&self.landed, &self.applied),
+        );
+    }
+}
+
 /// Creates `count` works and waits until each is Applied; returns the latencies and total.
 async fn works(
     hub: &Client,
@@ -248,11 +313,15 @@ async fn works(
     cluster: &str,
     ns: &str,
     count: usize,
-) -> anyhow::Result<(Vec<Duration>, Duration)> {
+) -> anyhow::Result<(Vec<Duration>, Duration, Steps)> {
+    use flotilla_api::work::consts::MANIFEST_WORK_FINALIZER;
+    use k8s_openapi::api::apps::v1::Deployment;
     namespace(managed, ns).await?;
     let api: Api<ManifestWork> = Api::namespaced(hub.clone(), cluster);
-    let applied: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
-    let seen = applied.clone();
+    let applied: Times = Arc::default();
+    let picked: Times = Arc::default();
+    let landed: Times = Arc::default();
+    let (seen, seen_picked) = (applied.clone(), picked.clone());
     let watch_api = api.clone();
     let prefix = format!("{ns}-");
     let watch = tokio::spawn(async move {
@@ -260,19 +329,37 @@ async fn works(
             .applied_objects()
             .boxed();
         while let Some(Ok(work)) = events.next().await {
+            if !work.name_any().starts_with(&prefix) {
+                continue;
+            }
+            if work.finalizers().iter().any(|f| f == MANIFEST_WORK_FINALIZER) {
+                reached(&seen_picked, work.name_any());
+            }
             let done = work
                 .status
                 .as_ref()
                 .is_some_and(|s| flotilla_core::conditions::is_true(&s.conditions, "Applied"));
-            if done && work.name_any().starts_with(&prefix) {
-                seen.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .entry(work.name_any())
-                    .or_insert_with(Instant::now);
+            if done {
+                reached(&seen, work.name_any());
             }
         }
     });
-    let created: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
+    // The Deployment `o{i}` belongs to the work `{ns}-w{i}`.
+    let seen_landed = landed.clone();
+    // Metadata only: the cheapest watch the managed apiserver can serve beside the agent.
+    let deployments: Api<kube::core::PartialObjectMeta<Deployment>> = Api::namespaced(managed.clone(), ns);
+    let work_prefix = format!("{ns}-w");
+    let landing = tokio::spawn(async move {
+        let mut events = watcher(deployments, watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(deployment)) = events.next().await {
+            if let Some(i) = deployment.name_any().strip_prefix('o') {
+                reached(&seen_landed, format!("{work_prefix}{i}"));
+            }
+        }
+    });
+    let created: Times = Arc::default();
     let start = Instant::now();
     stream::iter(0..count)
         .map(|i| {
@@ -288,10 +375,7 @@ async fn works(
                         ..Default::default()
                     },
                 );
-                created
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(name, Instant::now());
+                reached(&created, name);
                 api.create(&PostParams::default(), &work).await?;
                 anyhow::Ok(())
             }
@@ -305,19 +389,170 @@ async fn works(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     watch.abort();
-    let applied = applied.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let created = created.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let mut latencies: Vec<Duration> = applied
-        .iter()
-        .filter_map(|(name, done)| Some(done.saturating_duration_since(*created.get(name)?)))
-        .collect();
-    latencies.sort();
-    let total = applied
-        .values()
-        .max()
-        .map(|last| last.saturating_duration_since(start))
-        .unwrap_or_default();
-    Ok((latencies, total))
+    landing.abort();
+    let take = |times: &Times| times.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let steps = Steps {
+        start,
+        created: take(&created),
+        picked: take(&picked),
+        landed: take(&landed),
+        applied: take(&applied),
+    };
+    let latencies = Steps::between(&steps.created, &steps.applied);
+    let total = Duration::from_secs_f64(steps.last(&steps.applied));
+    Ok((latencies, total, steps))
+}
+
+/// Runs `write` for each of `indices` at [`CONCURRENCY`]; returns what the writes returned (in
+/// order), the CPU milliseconds per write that the control plane `plane` (index into
+/// [`Meter::pids`]) spent meanwhile, and the wall time.
+async fn cost<T, F, Fut>(
+    meter: &Meter<'_>,
+    plane: usize,
+    indices: std::ops::Range<usize>,
+    write: F,
+) -> anyhow::Result<(Vec<T>, String)>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let count = indices.len();
+    let before = cpu_of(&meter.pids[plane].1);
+    let start = Instant::now();
+    let written = stream::iter(indices)
+        .map(write)
+        .buffered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let wall = start.elapsed().as_secs_f64();
+    let ms = (cpu_of(&meter.pids[plane].1) - before) * 1000.0 / count.max(1) as f64;
+    Ok((written, format!("{ms:.2} ms ({count} in {wall:.2}s)")))
+}
+
+/// What each kind of write the agent causes costs its apiserver alone, measured apart from
+/// the agent, as a merge patch (what the agent sends) and as a whole-object update (PUT):
+/// `count` works created, then half of them written one way and half the other, at the same
+/// concurrency, in a hub namespace and under names the agent does not act on. The writes
+/// copy what the agent wrote for `sample` (a work of the last run, and its
+/// AppliedManifestWork), so sizes are the real ones. CPU is of the whole control plane
+/// (apiserver, etcd, controller manager) while the writes run. The finalizer writes run the
+/// merge patches first, the status writes the PUTs first, so that neither way always pays for
+/// the tail of the step before.
+async fn write_costs(meter: &Meter<'_>, cluster: &str, sample: &str, count: usize) -> anyhow::Result<()> {
+    use flotilla_api::work::v1::AppliedManifestWork;
+    let (hub, managed) = (meter.hub, meter.managed);
+    let ns = "write-cost";
+    let half = count / 2;
+    namespace(hub, ns).await?;
+    let sample_work = Api::<ManifestWork>::namespaced(hub.clone(), cluster)
+        .get(sample)
+        .await
+        .context("read the sample work")?;
+    let applied_api: Api<AppliedManifestWork> = Api::all(managed.clone());
+    let sample_applied = applied_api
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|a| a.spec.manifest_work_name == sample)
+        .context("the sample work's AppliedManifestWork")?;
+    let works: Api<ManifestWork> = Api::namespaced(hub.clone(), ns);
+    let name = |i: usize| format!("cost-{i}");
+    let (post, merge) = (&PostParams::default(), &PatchParams::default());
+
+    let (created, create) = cost(meter, 1, 0..count, |i| {
+        let (works, spec) = (works.clone(), sample_work.spec.clone());
+        async move {
+            Ok(works
+                .create(&PostParams::default(), &ManifestWork::new(&name(i), spec))
+                .await?)
+        }
+    })
+    .await?;
+    let finalizers = json!({ "metadata": { "finalizers": sample_work.metadata.finalizers } });
+    let (mut finalized, patch) = cost(meter, 1, 0..half, |i| {
+        let (works, patch) = (works.clone(), finalizers.clone());
+        async move { Ok(works.patch(&name(i), merge, &Patch::Merge(&patch)).await?) }
+    })
+    .await?;
+    let (put_finalized, put) = cost(meter, 1, half..count, |i| {
+        let works = works.clone();
+        let mut work = created[i].clone();
+        work.metadata
+            .finalizers
+            .clone_from(&sample_work.metadata.finalizers);
+        async move { Ok(works.replace(&name(i), post, &work).await?) }
+    })
+    .await?;
+    finalized.extend(put_finalized);
+    println!(
+        "    write costs, CPU of the plane per write: hub POST manifestworks {create}; finalizer: merge PATCH {patch}, PUT {put}"
+    );
+    let status = json!({ "status": sample_work.status });
+    let (_, put) = cost(meter, 1, half..count, |i| {
+        let works = works.clone();
+        let mut work = finalized[i].clone();
+        work.status.clone_from(&sample_work.status);
+        async move { Ok(works.replace_status(&name(i), post, &work).await?) }
+    })
+    .await?;
+    let (_, patch) = cost(meter, 1, 0..half, |i| {
+        let (works, patch) = (works.clone(), status.clone());
+        async move { Ok(works.patch_status(&name(i), merge, &Patch::Merge(&patch)).await?) }
+    })
+    .await?;
+    println!("      status: merge PATCH manifestworks/status {patch}, PUT {put}");
+
+    let (created, create) = cost(meter, 2, 0..count, |i| {
+        let applied_api = applied_api.clone();
+        let mut applied = AppliedManifestWork::new(&format!("{ns}-{i}"), sample_applied.spec.clone());
+        applied
+            .metadata
+            .finalizers
+            .clone_from(&sample_applied.metadata.finalizers);
+        async move { Ok(applied_api.create(post, &applied).await?) }
+    })
+    .await?;
+    let status = json!({ "status": sample_applied.status });
+    let (_, put) = cost(meter, 2, half..count, |i| {
+        let applied_api = applied_api.clone();
+        let mut applied = created[i].clone();
+        applied.status.clone_from(&sample_applied.status);
+        async move {
+            Ok(applied_api
+                .replace_status(&format!("{ns}-{i}"), post, &applied)
+                .await?)
+        }
+    })
+    .await?;
+    let (_, patch) = cost(meter, 2, 0..half, |i| {
+        let (applied_api, patch) = (applied_api.clone(), status.clone());
+        async move {
+            Ok(applied_api
+                .patch_status(&format!("{ns}-{i}"), merge, &Patch::Merge(&patch))
+                .await?)
+        }
+    })
+    .await?;
+    println!(
+        "      managed POST appliedmanifestworks {create}; status: merge PATCH appliedmanifestworks/status {patch}, PUT {put}"
+    );
+    // Leave nothing the agent's AppliedManifestWork controller keeps reconciling.
+    let clear = json!({ "metadata": { "finalizers": null } });
+    stream::iter(0..count)
+        .map(|i| {
+            let (applied_api, clear) = (applied_api.clone(), clear.clone());
+            async move {
+                let name = format!("{ns}-{i}");
+                applied_api.patch(&name, merge, &Patch::Merge(&clear)).await?;
+                applied_api.delete(&name, &Default::default()).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(())
 }
 
 async fn agent_mode(kubeconfig: &str, agent_namespace: &str) -> anyhow::Result<()> {
@@ -328,10 +563,17 @@ async fn agent_mode(kubeconfig: &str, agent_namespace: &str) -> anyhow::Result<(
     )
     .await?;
     let managed = Client::try_from(config)?;
-    let options = flotilla_work::agent::AgentOptions {
+    let mut options = flotilla_work::agent::AgentOptions {
         agent_namespace: agent_namespace.to_owned(),
         ..Default::default()
     };
+    // `BENCH_WORK_WORKERS=N` runs the agent with N workers instead of the default, to compare.
+    if let Some(workers) = std::env::var("BENCH_WORK_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+    {
+        options.workers = workers;
+    }
     flotilla_work::agent::run(managed, options).await?;
     Ok(())
 }
@@ -409,6 +651,7 @@ async fn main() -> anyhow::Result<()> {
 
     println!("(hub requests include the benchmark's own POST manifestworks, one per work)");
     println!("works  raw-create  create→Applied p50  p99     total    total/raw  agent-CPU  agent-RSS");
+    let mut last = None;
     for count in counts {
         let raw_before = meter.read().await?;
         let raw_time = raw(&managed, &format!("raw-{count}"), count).await?;
@@ -416,7 +659,8 @@ async fn main() -> anyhow::Result<()> {
         settle(&managed, &format!("raw-{count}"), count).await?;
         let (cpu_before, _) = flotilla_tests::process_usage(pid);
         let works_before = meter.read().await?;
-        let (latencies, total) = works(&hub, &managed, cluster, &format!("works-{count}"), count).await?;
+        let (latencies, total, steps) =
+            works(&hub, &managed, cluster, &format!("works-{count}"), count).await?;
         // Let requests that follow the last Applied (a reconcile woken by the agent's own
         // writes) land in this phase's counts, not in the next phase's.
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -435,6 +679,11 @@ async fn main() -> anyhow::Result<()> {
         );
         meter.print("raw", &raw_before, &raw_after, count);
         meter.print("works", &works_before, &works_after, count);
+        steps.print();
+        last = Some((format!("works-{count}-w0"), count));
+    }
+    if let Some((sample, count)) = last {
+        write_costs(&meter, cluster, &sample, count).await?;
     }
     Ok(())
 }
