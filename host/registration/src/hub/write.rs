@@ -40,7 +40,7 @@ pub async fn set_condition<K>(
     condition: NewCondition<'_>,
 ) -> Result<()>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
     let mut desired = current.to_vec();
     if conditions::set(&mut desired, condition, Timestamp::now()) {
@@ -58,7 +58,7 @@ pub async fn patch_conditions<K>(
     desired: &[Condition],
 ) -> Result<bool>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
     Ok(flotilla_kube::status::patch_if_changed(
         api,
