@@ -352,10 +352,20 @@ async fn add_ons_convert_between_v1alpha1_and_v1beta1_through_the_hub_s_webhook(
     // The webhook down: v1beta1 fails with the apiserver's reason, v1alpha1 still reads, and a
     // v1beta1 create stores nothing.
     drop(webhook);
-    let message = match beta_mcas.get("conversion-mca").await {
-        Err(kube::Error::Api(status)) => status.message,
-        other => panic!("expected a conversion failure, got {other:?}"),
-    };
+    // The apiserver takes up a CRD's conversion a moment after the CRD changes (the reset above
+    // may still be served): retry until the read fails for want of the webhook.
+    let message = wait::until(
+        "v1beta1 reads fail without the webhook",
+        Duration::from_secs(30),
+        || async {
+            match beta_mcas.get("conversion-mca").await {
+                Err(kube::Error::Api(status)) => Ok(Some(status.message)),
+                other => Err(format!("expected a conversion failure, got {other:?}")),
+            }
+        },
+    )
+    .await
+    .unwrap();
     assert!(message.contains("conversion webhook"), "{message}");
     alpha_mcas.get("conversion-mca").await.unwrap();
     let mut another = mca.clone();
