@@ -574,7 +574,7 @@ async fn render_and_apply(
         stamp_spec_hash(work);
     }
     let nothing = plan.apply.is_empty() && plan.delete.is_empty() && existing.is_empty();
-    // The works as they are after the writes: the apiserver's answers replace the cached ones.
+    // The works as they are after the writes: the apiserver's answers replace the listed ones.
     let mut works = existing;
     for work in &plan.apply {
         let work_name = work.name_any();

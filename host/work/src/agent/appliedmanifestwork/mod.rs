@@ -8,33 +8,25 @@ mod reconcile;
 pub(crate) use reconcile::reconcile;
 
 use flotilla_api::work::v1::{AppliedManifestWork, AppliedManifestWorkStatus};
-use kube::{Api, ResourceExt, api::PostParams};
+use kube::Api;
 
-use super::{Error, Result};
+use super::Result;
 
-/// Writes the status of `applied` when it differs from `desired`, as a whole-status update
-/// (PUT; an emptied list or a cleared eviction time reaches the server with it), guarded by the
-/// uid and resourceVersion of `applied`. A PUT costs the apiserver less CPU than the
-/// equivalent merge patch (it applies no patch to the stored object; `bench-work`'s write
-/// costs measure both).
+/// Writes the status of `applied` when it differs from `desired`, whole
+/// ([`flotilla_kube::status::replace_if_changed`]: an emptied list or a cleared eviction time
+/// reaches the server with it), guarded by the uid and resourceVersion of `applied`.
 pub(crate) async fn patch_status(
     api: &Api<AppliedManifestWork>,
     applied: &AppliedManifestWork,
     desired: &AppliedManifestWorkStatus,
 ) -> Result<()> {
-    let current = applied.status.clone().unwrap_or_default();
-    if &current == desired {
-        return Ok(());
-    }
-    let name = applied.name_any();
-    let written = AppliedManifestWork {
-        status: Some(desired.clone()),
-        ..applied.clone()
-    };
-    api.replace_status(&name, &PostParams::default(), &written)
-        .await
-        .map_err(Error::kube(format!(
-            "update status of AppliedManifestWork {name}"
-        )))?;
+    flotilla_kube::status::replace_if_changed(
+        api,
+        applied,
+        applied.status.as_ref(),
+        desired.clone(),
+        |a, status| a.status = Some(status),
+    )
+    .await?;
     Ok(())
 }

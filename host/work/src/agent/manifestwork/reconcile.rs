@@ -14,8 +14,8 @@
 //!
 //! A new work costs two requests on the hub (finalizer, status) and, on the managed cluster,
 //! the record's create and status beside one write per object; in three round trips plus one
-//! per rank. Statuses are written whole (PUT), which costs the apiservers less than a merge
-//! patch.
+//! per rank. Statuses are written whole (`flotilla_kube::status::replace_if_changed`), which
+//! costs the apiservers less than a merge patch.
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
@@ -243,7 +243,17 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
     // The record and the work's status do not depend on each other: written at once.
     futures::try_join!(
         crate::agent::appliedmanifestwork::patch_status(&applied_api, &applied, &desired_applied),
-        replace_status_if_changed(&works, work.as_ref(), desired_status),
+        async {
+            flotilla_kube::status::replace_if_changed(
+                &works,
+                work.as_ref(),
+                work.status.as_ref(),
+                desired_status,
+                |w, status| w.status = Some(status),
+            )
+            .await
+            .map_err(Error::from)
+        },
     )?;
     ctx.watches.set(&work.name_any(), watched);
 
@@ -333,32 +343,6 @@ fn find_config<'a>(
             && id.name == meta.name
             && id.namespace == meta.namespace
     })
-}
-
-/// Writes `desired` as the status of `work` if it differs, as a whole-status update (PUT) of
-/// the work as read: its uid and resourceVersion make the apiserver refuse it (409) when the
-/// work changed meanwhile, and fields the desired status lacks are gone with it. A PUT costs
-/// the hub's apiserver about a quarter less CPU than the equivalent merge patch of a
-/// ManifestWork status (it applies no patch to the stored object), measured by
-/// `bench-work`'s write costs; the agent writes one per new work.
-async fn replace_status_if_changed(
-    works: &Api<ManifestWork>,
-    work: &ManifestWork,
-    desired: ManifestWorkStatus,
-) -> Result<()> {
-    if work.status.as_ref() == Some(&desired) {
-        return Ok(());
-    }
-    let name = work.name_any();
-    let written = ManifestWork {
-        status: Some(desired),
-        ..work.clone()
-    };
-    works
-        .replace_status(&name, &PostParams::default(), &written)
-        .await
-        .map_err(Error::kube(format!("update status of ManifestWork {name}")))?;
-    Ok(())
 }
 
 /// Adds the work finalizer; returns the work as written.
