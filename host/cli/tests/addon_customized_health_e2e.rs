@@ -136,12 +136,14 @@ async fn deployment_feedback_goes_through_probe_health_to_available_and_a_trappi
 
     // probe-trap: its Deployment reports replicas (no pod needs to run for that), so the hub
     // asks probe-health, which traps: Unknown, naming the fault.
+    // Until the hub has switched its health check to Customized, the klusterlet may judge it by
+    // lease (Unknown, lease not found, a message naming the add-on): wait for the probe's verdict.
     let unknown = await_available(&fleet, &hub, "probe-trap", |c| {
-        c.status == "Unknown" && c.message.contains("trap")
+        c.status == "Unknown" && c.reason == mca::REASON_NO_PROBE_RESULT
     })
     .await;
-    assert_eq!(unknown.reason, mca::REASON_NO_PROBE_RESULT);
     assert!(unknown.message.contains("probe-health"), "{}", unknown.message);
+    assert!(unknown.message.contains("trap"), "{}", unknown.message);
     // Its pod runs too: still never Available.
     common::kubelet_runs(&one, INSTALL_NAMESPACE, "agent-", TIMEOUT)
         .await
