@@ -430,9 +430,15 @@ async fn a_progressive_config_rollout_through_real_klusterlets_keeps_to_max_conc
     await_log_level_everywhere(&fleet, &clients, "2").await;
     let (most, most_works) = (most.load(Ordering::SeqCst), most_works.load(Ordering::SeqCst));
     println!("most add-ons in flight at once: {most}; most works not yet applied at once: {most_works}");
+    let releases = || {
+        let log = std::fs::read_to_string(fleet.state().join("hub.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains("released")).collect();
+        lines.join("\n")
+    };
     assert!(
         (1..=MAX_CONCURRENCY).contains(&most),
-        "never more than maxConcurrency ({MAX_CONCURRENCY}) add-ons in flight, saw {most}"
+        "never more than maxConcurrency ({MAX_CONCURRENCY}) add-ons in flight, saw {most}; the hub's releases:\n{}",
+        releases()
     );
     assert!(
         (1..=MAX_CONCURRENCY).contains(&most_works),

@@ -224,6 +224,9 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         let mut desired = current.clone();
         if let Some(references) = &update.references {
             desired.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
+            if desired.config_references != current.config_references {
+                tracing::info!(addon = %name, %cluster, "configs released");
+            }
         }
         if let Some(condition) = update.configured.clone() {
             conditions::set(&mut desired.conditions, condition, now);
