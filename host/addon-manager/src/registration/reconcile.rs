@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use flotilla_api::addon::consts::ADDON_NAME_LABEL;
+use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
 use flotilla_api::addon::v1alpha1::{ManagedClusterAddOn, ManagedClusterAddOnStatus, RegistrationConfig};
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_core::addon::configs::config_reference_from_v1alpha1;
@@ -92,10 +92,15 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
             status.registrations = regs;
             set(&mut status, nil_registration(), now);
             // Nothing to keep: pruned once per plugin revision and half resync, not at every
-            // wake-up of the add-on (two LISTs each).
+            // wake-up of the add-on (two LISTs each). An add-on never registered (no
+            // registrations, no RegistrationApplied yet) has nothing of its own to prune.
             let uid = addon.uid().unwrap_or_default();
             let key = crate::fingerprint(&[&plugin.digest()]);
-            if !applied_recently(&ctx, &uid, key) {
+            let never_registered = current.registrations.is_empty()
+                && conditions::find(&current.conditions, mca::CONDITION_REGISTRATION_APPLIED).is_none();
+            if never_registered {
+                remember_applied(&ctx, uid, key);
+            } else if !applied_recently(&ctx, &uid, key) {
                 outcome = prune(client, &namespace, &name, &BTreeSet::new()).await;
                 if outcome.is_ok() {
                     remember_applied(&ctx, uid, key);
