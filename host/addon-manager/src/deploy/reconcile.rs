@@ -123,7 +123,9 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
     // The caches fill before the first answer is trusted: a cluster or CMA missing from a
     // cache still listing would otherwise look deleted.
-    if !crate::caches_ready(&ctx.clusters, &ctx.cmas).await {
+    let (clusters_ready, cmas_ready) =
+        futures::join!(ctx.clusters.wait_until_ready(), ctx.cmas.wait_until_ready());
+    if clusters_ready.is_err() || cmas_ready.is_err() {
         return Ok(Action::requeue(ctx.options.retry));
     }
     let cluster = ctx.clusters.get(&ObjectRef::new(&namespace));

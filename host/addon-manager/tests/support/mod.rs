@@ -52,7 +52,6 @@ pub async fn hub() -> &'static ControlPlane {
                 resync: Duration::from_secs(600),
                 retry: Duration::from_millis(500),
                 max_concurrent_renders: 4,
-                ..Default::default()
             };
             futures::join!(
                 controller::run(client.clone(), std::sync::Arc::clone(&registry), config),
