@@ -656,6 +656,122 @@ async fn removing_one_manifest_deletes_exactly_that_object() {
     .await;
 }
 
+/// A ValidatingAdmissionPolicy on the managed cluster that denies status writes of the records
+/// of works named `work`; the returned guard lifts it.
+async fn hold_records_of(managed: &kube::Client, work: &str) -> impl AsyncFnOnce() {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let name = format!("hold-records-{work}");
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": { "resourceRules": [{
+                "apiGroups": ["work.open-cluster-management.io"], "apiVersions": ["*"],
+                "operations": ["UPDATE"], "resources": ["appliedmanifestworks/status"],
+            }]},
+            "validations": [{
+                "expression": format!("object.spec.manifestWorkName != '{work}'"),
+                "message": format!("records of {work} are held"),
+            }],
+        },
+    }))
+    .unwrap();
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": { "policyName": name, "validationActions": ["Deny"] },
+    }))
+    .unwrap();
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(managed.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(managed.clone());
+    policies.create(&PostParams::default(), &policy).await.unwrap();
+    bindings.create(&PostParams::default(), &binding).await.unwrap();
+
+    // The policy holds once a probe record of another hub (which the agent leaves alone) is
+    // refused a status write.
+    let records: Api<AppliedManifestWork> = Api::all(managed.clone());
+    let probe = format!("probe-{work}");
+    let record: AppliedManifestWork = serde_json::from_value(json!({
+        "apiVersion": "work.open-cluster-management.io/v1", "kind": "AppliedManifestWork",
+        "metadata": { "name": probe },
+        "spec": { "hubHash": "probe", "agentID": "probe", "manifestWorkName": work },
+    }))
+    .unwrap();
+    records.create(&PostParams::default(), &record).await.unwrap();
+    let status = json!({ "status": { "evictionStartTime": "2026-01-01T00:00:00Z" } });
+    let (records, probe, status) = (&records, &probe, &status);
+    flotilla_testing::wait::until("the record policy in force", TIMEOUT, || async move {
+        match records
+            .patch_status(probe, &PatchParams::default(), &Patch::Merge(status))
+            .await
+        {
+            Err(e) if e.to_string().contains("are held") => Ok(Some(())),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+    .unwrap();
+    records.delete(probe, &DeleteParams::default()).await.unwrap();
+    async move || {
+        bindings.delete(&name, &DeleteParams::default()).await.unwrap();
+        policies.delete(&name, &DeleteParams::default()).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_work_reports_applied_only_once_its_record_holds_every_object() {
+    let agent = start_agent("cluster-held").await;
+    let ns = "work-held";
+    ensure_namespace(&agent, ns).await;
+    let lift = hold_records_of(&agent.managed, "held-back").await;
+    let mut work = work(
+        "held-back",
+        vec![
+            config_map(ns, "a", json!({})),
+            config_map(ns, "b", json!({})),
+            config_map(ns, "c", json!({})),
+        ],
+    );
+    agent.create(&work).await;
+    let cms: Api<ConfigMap> = Api::namespaced(agent.managed.clone(), ns);
+    wait_object(&cms, "c", "objects applied", |cm| cm.is_some()).await;
+    // The objects exist but cannot be recorded: the work does not report them applied. (The
+    // status write would follow the objects' writes within milliseconds; seconds show it
+    // holds back.)
+    let reported = tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        agent.wait_work("held-back", "any Applied condition", |w| {
+            w.status
+                .as_ref()
+                .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Applied"))
+        }),
+    )
+    .await;
+    assert!(reported.is_err(), "reported before recorded: {reported:?}");
+
+    lift().await;
+    agent.wait_condition("held-back", "Applied", "True").await;
+    let (hub, _) = planes().await;
+    let record = Api::<AppliedManifestWork>::all(agent.managed.clone())
+        .get(&applied_manifest_work_name(&hub_hash(hub.server()), "held-back"))
+        .await
+        .unwrap();
+    let names: Vec<_> = record
+        .status
+        .unwrap_or_default()
+        .applied_resources
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(names, ["a", "b", "c"]);
+
+    // So a manifest dropped at once is cleaned up.
+    work.spec.workload.manifests.remove(1);
+    agent.set_spec("held-back", &work.spec).await;
+    wait_object(&cms, "b", "b deleted", |cm| cm.is_none()).await;
+}
+
 #[tokio::test]
 async fn a_shared_object_survives_until_the_last_work_lets_go() {
     let agent = start_agent("cluster-shared").await;

@@ -20,13 +20,12 @@ pub(crate) async fn patch_status(
     applied: &AppliedManifestWork,
     desired: &AppliedManifestWorkStatus,
 ) -> Result<()> {
-    flotilla_kube::status::replace_if_changed(
-        api,
-        applied,
-        applied.status.as_ref(),
-        desired.clone(),
-        |a, status| a.status = Some(status),
-    )
+    // No status reads as an empty one: a new record is not written just to hold `{}` (such a
+    // write raced the work controller's first write of the record).
+    let current = applied.status.clone().unwrap_or_default();
+    flotilla_kube::status::replace_if_changed(api, applied, Some(&current), desired.clone(), |a, status| {
+        a.status = Some(status)
+    })
     .await?;
     Ok(())
 }

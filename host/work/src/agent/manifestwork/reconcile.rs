@@ -8,12 +8,12 @@
 //!    manifests of one rank at once;
 //! 4. record the applied objects (sorted, with uids) and clean up those no longer in the spec;
 //! 5. from each object as written or read: `Available`, feedback, condition rules; aggregate
-//!    the work's conditions; write the record and the status at once, each only if changed;
+//!    the work's conditions; write the record, then the status, each only if changed;
 //! 6. watch the objects whose feedback is watched (`feedbackScrapeType: Watch`); requeue
 //!    after the status-sync interval only when polled status needs it.
 //!
 //! A new work costs two requests on the hub (finalizer, status) and, on the managed cluster,
-//! the record's create and status beside one write per object; in three round trips plus one
+//! the record's create and status beside one write per object; in four round trips plus one
 //! per rank. Statuses are written whole (`flotilla_kube::status::replace_if_changed`), which
 //! costs the apiservers less than a merge patch.
 
@@ -240,21 +240,18 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
         conditions,
         resource_status: flotilla_api::work::v1::ManifestResourceStatus { manifests },
     };
-    // The record and the work's status do not depend on each other: written at once.
-    futures::try_join!(
-        crate::agent::appliedmanifestwork::patch_status(&applied_api, &applied, &desired_applied),
-        async {
-            flotilla_kube::status::replace_if_changed(
-                &works,
-                work.as_ref(),
-                work.status.as_ref(),
-                desired_status,
-                |w, status| w.status = Some(status),
-            )
-            .await
-            .map_err(Error::from)
-        },
-    )?;
+    // The record first: the work reports Applied only once every object it applied is
+    // recorded. Written at once, a failed record write (a conflict) beside a successful status
+    // write let a spec change that followed at once forget a dropped object, left behind.
+    crate::agent::appliedmanifestwork::patch_status(&applied_api, &applied, &desired_applied).await?;
+    flotilla_kube::status::replace_if_changed(
+        &works,
+        work.as_ref(),
+        work.status.as_ref(),
+        desired_status,
+        |w, status| w.status = Some(status),
+    )
+    .await?;
     ctx.watches.set(&work.name_any(), watched);
 
     if let Some(error) = cleanup_error {
