@@ -137,12 +137,13 @@ async fn deployment_feedback_goes_through_probe_health_to_available_and_a_trappi
     // probe-trap: its Deployment reports replicas (no pod needs to run for that), so the hub
     // asks probe-health, which traps: Unknown, naming the fault.
     // Until the hub has switched its health check to Customized, the klusterlet may judge it by
-    // lease (Unknown, lease not found, a message naming the add-on): wait for the probe's verdict.
+    // lease (Unknown, lease not found, a message naming the add-on); until the work reports
+    // feedback, the hub's verdict is Unknown with the same reason as the trap's but says no
+    // probe results came back: wait for the verdict that names the hook.
     let unknown = await_available(&fleet, &hub, "probe-trap", |c| {
-        c.status == "Unknown" && c.reason == mca::REASON_NO_PROBE_RESULT
+        c.status == "Unknown" && c.reason == mca::REASON_NO_PROBE_RESULT && c.message.contains("probe-health")
     })
     .await;
-    assert!(unknown.message.contains("probe-health"), "{}", unknown.message);
     assert!(unknown.message.contains("trap"), "{}", unknown.message);
     // Its pod runs too: still never Available.
     common::kubelet_runs(&one, INSTALL_NAMESPACE, "agent-", TIMEOUT)
