@@ -211,6 +211,11 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         // Waiting for the hook: its work's status wakes this reconcile, the retry bounds it.
         return Ok(Action::requeue(ctx.options.retry));
     }
+    if !configs_released(&status) {
+        // Waiting for the rollout: its status write wakes this reconcile, the retry bounds it
+        // (a check that costs no request).
+        return Ok(Action::requeue(ctx.options.retry));
+    }
     Ok(requeue)
 }
 
@@ -331,6 +336,13 @@ async fn hooks(
     }
 }
 
+/// Whether the rollout has released configs to the add-on of `status` (`Configured` True, or
+/// config references it wrote).
+fn configs_released(status: &ManagedClusterAddOnStatus) -> bool {
+    conditions::find(&status.conditions, mca::CONDITION_CONFIGURED)
+        .is_some_and(|c| c.status == conditions::TRUE || !status.config_references.is_empty())
+}
+
 /// Sets `condition` in `status`.
 fn set(status: &mut ManagedClusterAddOnStatus, condition: NewCondition<'_>, now: Timestamp) {
     conditions::set(&mut status.conditions, condition, now);
@@ -404,9 +416,7 @@ async fn render_and_apply(
     // Configs: only those the rollout released to this cluster (status.configReferences), and
     // only while each object still has the released spec hash; a config that moved on waits
     // for the rollout to release it here.
-    let released = conditions::find(&status.conditions, mca::CONDITION_CONFIGURED)
-        .is_some_and(|c| c.status == conditions::TRUE || !status.config_references.is_empty());
-    if !released {
+    if !configs_released(status) {
         return Ok(None);
     }
     let mut references: Vec<ConfigReference> = status

@@ -224,13 +224,17 @@ pub async fn await_condition(
         let api = api.clone();
         let check = &check;
         async move {
-            let addon = api.get_opt(addon).await?;
-            Ok::<_, kube::Error>(addon.and_then(|a| {
-                a.status?
-                    .conditions
-                    .into_iter()
-                    .find(|c| c.type_ == type_ && check(c))
-            }))
+            let addon = api.get_opt(addon).await.map_err(|e| e.to_string())?;
+            let status = addon.and_then(|a| a.status);
+            match status
+                .iter()
+                .flat_map(|s| &s.conditions)
+                .find(|c| c.type_ == type_ && check(c))
+            {
+                Some(found) => Ok(Some(found.clone())),
+                // Kept waiting; a timeout shows the last status seen.
+                None => Err(format!("status: {status:?}")),
+            }
         }
     })
     .await
