@@ -119,6 +119,9 @@ pub(crate) fn addon_triggers(
     (store, stream)
 }
 
+/// How soon a reconcile that found a cache still listing runs again.
+pub(crate) const CACHE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// A hash of `parts` (their JSON), for [`addon_triggers`]' predicates.
 pub(crate) fn hash_of(parts: &impl serde::Serialize) -> Option<u64> {
     use std::hash::{Hash as _, Hasher as _};

@@ -87,3 +87,50 @@ where
     }
     crate::backoff::requeue_after(error)
 }
+
+/// Whether `store` holds its first full list, checked without waiting. A reconcile must not
+/// await [`Store::wait_until_ready`](kube::runtime::reflector::Store::wait_until_ready):
+/// kube-runtime's readiness future keeps the waker of the last task that polled it only, so of
+/// two reconciles awaiting it side by side the first was never woken and its object never
+/// reconciled again. A reconcile that finds a cache not ready requeues instead.
+pub fn cache_ready<K>(store: &kube::runtime::reflector::Store<K>) -> bool
+where
+    K: kube::runtime::reflector::Lookup + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    use futures::FutureExt as _;
+    matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::{StreamExt as _, stream::FuturesUnordered};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::{reflector, watcher};
+
+    use super::cache_ready;
+
+    /// Reconciles run side by side in one `FuturesUnordered`, each woken on its own: all of
+    /// them must go on once the cache fills (awaiting its readiness, only the last one did).
+    #[tokio::test]
+    async fn every_reconcile_waiting_side_by_side_sees_the_cache_fill() {
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        assert!(!cache_ready(&store));
+        let mut waiting: FuturesUnordered<_> = (0..3)
+            .map(|_| {
+                let store = store.clone();
+                async move {
+                    while !cache_ready(&store) {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            })
+            .collect();
+        assert!(futures::poll!(waiting.next()).is_pending());
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let finished = tokio::time::timeout(Duration::from_secs(30), waiting.count()).await;
+        assert_eq!(finished.ok(), Some(3), "every waiter went on");
+    }
+}

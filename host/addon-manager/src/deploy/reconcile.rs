@@ -123,10 +123,10 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
     // The caches fill before the first answer is trusted: a cluster or CMA missing from a
     // cache still listing would otherwise look deleted.
-    let (clusters_ready, cmas_ready) =
-        futures::join!(ctx.clusters.wait_until_ready(), ctx.cmas.wait_until_ready());
-    if clusters_ready.is_err() || cmas_ready.is_err() {
-        return Ok(Action::requeue(ctx.options.retry));
+    if !flotilla_kube::controller::cache_ready(&ctx.clusters)
+        || !flotilla_kube::controller::cache_ready(&ctx.cmas)
+    {
+        return Ok(Action::requeue(crate::CACHE_WAIT));
     }
     let cluster = ctx.clusters.get(&ObjectRef::new(&namespace));
     let Some(cluster) = cluster.filter(|c| c.spec.hub_accepts_client) else {

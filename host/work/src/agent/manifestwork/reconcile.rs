@@ -41,7 +41,7 @@ use flotilla_core::{
         watch::{MetadataKeys, Wake, WatchedKind, WatchedObject},
     },
 };
-use futures::{FutureExt as _, StreamExt as _, stream};
+use futures::{StreamExt as _, stream};
 use k8s_openapi::{
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition, jiff::Timestamp,
 };
@@ -361,7 +361,9 @@ async fn add_finalizer(works: &Api<ManifestWork>, work: &ManifestWork) -> Result
 /// The AppliedManifestWork `name` as the agent's store holds it, if the store has been filled
 /// (`None` while it is being listed, or when it does not hold the record).
 fn stored_applied(ctx: &Context, name: &str) -> Option<AppliedManifestWork> {
-    ctx.applied.wait_until_ready().now_or_never()?.ok()?;
+    if !flotilla_kube::controller::cache_ready(&ctx.applied) {
+        return None;
+    }
     ctx.applied
         .get(&ObjectRef::new(name))
         .map(|applied| applied.as_ref().clone())
