@@ -122,6 +122,124 @@ pub(crate) fn addon_triggers(
 /// How soon a reconcile that found a cache still listing runs again.
 pub(crate) const CACHE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// The run settings of a per-add-on controller: [`Options::max_concurrent_reconciles`].
+pub(crate) fn per_addon_config(options: &Options) -> kube::runtime::controller::Config {
+    kube::runtime::controller::Config::default().concurrency(options.max_concurrent_reconciles)
+}
+
+/// Keeps of a ManagedCluster what rendering reads (metadata, `hubAcceptsClient`, claims and
+/// version for the plugin's inputs): conditions, capacity and managed fields are dropped, so
+/// the cache stays small.
+pub(crate) fn slim_cluster(cluster: &mut flotilla_api::cluster::v1::ManagedCluster) {
+    kube::ResourceExt::managed_fields_mut(cluster).clear();
+    if let Some(status) = cluster.status.as_mut() {
+        status.conditions = None;
+        status.capacity.clear();
+        status.allocatable.clear();
+    }
+}
+
+/// Keeps of a ManagedCluster what the health check reads: [`slim_cluster`] but its conditions.
+pub(crate) fn cluster_with_conditions(cluster: &mut flotilla_api::cluster::v1::ManagedCluster) {
+    kube::ResourceExt::managed_fields_mut(cluster).clear();
+    if let Some(status) = cluster.status.as_mut() {
+        status.capacity.clear();
+        status.allocatable.clear();
+    }
+}
+
+/// The clusters of `stream` whose kept part changed: a cluster's agent rewrites its status
+/// (capacity, heartbeats) far more often than anything a controller reads of it changes.
+pub(crate) fn cluster_changes(
+    stream: impl futures::Stream<
+        Item = Result<flotilla_api::cluster::v1::ManagedCluster, kube::runtime::watcher::Error>,
+    > + Send
+    + 'static,
+) -> impl futures::Stream<Item = Result<flotilla_api::cluster::v1::ManagedCluster, kube::runtime::watcher::Error>>
++ Send
++ 'static {
+    use kube::runtime::WatchStreamExt as _;
+    stream.predicate_filter(
+        |c: &flotilla_api::cluster::v1::ManagedCluster| {
+            hash_of(&(
+                &c.metadata.labels,
+                &c.metadata.annotations,
+                c.metadata.deletion_timestamp.is_some(),
+                &c.spec,
+                &c.status,
+            ))
+        },
+        kube_runtime::utils::PredicateConfig::default(),
+    )
+}
+
+/// A controller's own cache of ManagedClusters, each kept as `slim` leaves it, and the stream
+/// of clusters that changed, to map to the add-ons they affect. A controller reads clusters
+/// from its cache instead of a GET per reconcile; since the change comes out of the stream
+/// only after the cache has it, a reconcile it triggers reads it.
+pub(crate) fn cluster_cache(
+    client: &Client,
+    slim: fn(&mut flotilla_api::cluster::v1::ManagedCluster),
+) -> (
+    kube::runtime::reflector::Store<flotilla_api::cluster::v1::ManagedCluster>,
+    impl futures::Stream<Item = Result<flotilla_api::cluster::v1::ManagedCluster, kube::runtime::watcher::Error>>
+    + Send
+    + 'static,
+) {
+    cache(kube::Api::all(client.clone()), slim)
+}
+
+/// A controller's own cache of ClusterManagementAddOns (managed fields dropped) and the stream
+/// of those that changed, as [`cluster_cache`].
+pub(crate) fn cma_cache(
+    client: &Client,
+) -> (
+    kube::runtime::reflector::Store<flotilla_api::addon::v1alpha1::ClusterManagementAddOn>,
+    impl futures::Stream<
+        Item = Result<flotilla_api::addon::v1alpha1::ClusterManagementAddOn, kube::runtime::watcher::Error>,
+    > + Send
+    + 'static,
+) {
+    cache(kube::Api::all(client.clone()), |cma| {
+        kube::ResourceExt::managed_fields_mut(cma).clear()
+    })
+}
+
+fn cache<K>(
+    api: kube::Api<K>,
+    slim: fn(&mut K),
+) -> (
+    kube::runtime::reflector::Store<K>,
+    impl futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static,
+)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    use kube::runtime::{WatchStreamExt as _, reflector, watcher};
+    let (store, writer) = reflector::store();
+    let stream = reflector(writer, watcher(api, watcher::Config::default()).modify(slim)).touched_objects();
+    (store, stream)
+}
+
+/// Whether both caches hold their first full list ([`flotilla_kube::controller::cache_ready`],
+/// never awaited): before that, an object missing from one may only not be listed yet.
+pub(crate) fn caches_ready<A, B>(
+    a: &kube::runtime::reflector::Store<A>,
+    b: &kube::runtime::reflector::Store<B>,
+) -> bool
+where
+    A: kube::Resource<DynamicType = ()> + Clone + 'static,
+    B: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    flotilla_kube::controller::cache_ready(a) && flotilla_kube::controller::cache_ready(b)
+}
+
 /// A hash of `parts` (their JSON), for [`addon_triggers`]' predicates.
 pub(crate) fn hash_of(parts: &impl serde::Serialize) -> Option<u64> {
     use std::hash::{Hash as _, Hasher as _};
@@ -167,6 +285,11 @@ pub struct Options {
     pub retry: Duration,
     /// Most plugin `manifests()` calls in flight at once, over all add-ons and clusters.
     pub max_concurrent_renders: usize,
+    /// Most reconciles in flight at once in each per-add-on controller (deploy, health,
+    /// registration). Unbounded, a thousand new add-ons put thousands of requests in flight
+    /// at once, and the apiserver served each controller slowly and their status writes
+    /// conflicted.
+    pub max_concurrent_reconciles: u16,
 }
 
 impl Default for Options {
@@ -175,6 +298,7 @@ impl Default for Options {
             resync: Duration::from_secs(300),
             retry: Duration::from_secs(10),
             max_concurrent_renders: 16,
+            max_concurrent_reconciles: 16,
         }
     }
 }

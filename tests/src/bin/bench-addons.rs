@@ -232,6 +232,11 @@ fn start_hub(kubeconfig: String, registry: Arc<PluginRegistry>) {
                 .build();
             let options = flotilla_addon_manager::Options {
                 max_concurrent_renders: CONCURRENCY,
+                // A knob for finding the best bound; the default is what `flotilla hub` runs.
+                max_concurrent_reconciles: std::env::var("BENCH_ADDON_RECONCILES")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(flotilla_addon_manager::Options::default().max_concurrent_reconciles),
                 ..Default::default()
             };
             futures::join!(

@@ -29,7 +29,7 @@ use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn}
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::ManifestWork;
-use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -39,7 +39,7 @@ use crate::Options;
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
-    /// ManagedClusters, slimmed to what rendering reads ([`slim_cluster`]).
+    /// ManagedClusters, slimmed to what rendering reads ([`crate::slim_cluster`]).
     pub(crate) clusters: Store<ManagedCluster>,
     /// ClusterManagementAddOns.
     pub(crate) cmas: Store<ClusterManagementAddOn>,
@@ -56,18 +56,6 @@ pub(crate) struct Context {
 
 /// Last plugin outputs by add-on, keyed by `<cluster>/<name>`: (input fingerprint, output).
 pub(crate) type Rendered = std::collections::HashMap<String, (u64, Arc<Vec<serde_json::Value>>)>;
-
-/// Keeps of a ManagedCluster what the deploy reads (metadata, `hubAcceptsClient`, claims and
-/// version for the plugin's inputs): conditions, capacity and managed fields are dropped, so
-/// the cache stays small.
-fn slim_cluster(cluster: &mut ManagedCluster) {
-    cluster.managed_fields_mut().clear();
-    if let Some(status) = cluster.status.as_mut() {
-        status.conditions = None;
-        status.capacity.clear();
-        status.allocatable.clear();
-    }
-}
 
 /// Status conditions other writers own: the registration and health controllers and the
 /// klusterlet. Their changes never change what the deploy renders.
@@ -102,29 +90,12 @@ pub(crate) async fn run(
     options: Options,
 ) {
     let (addons, addon_changes) = crate::addon_triggers(&client, deploy_inputs);
-    let controller = Controller::for_stream(addon_changes, addons);
+    let controller =
+        Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
     let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), controller.store());
     // The clusters and CMAs a reconcile reads come from these caches, not a GET each time.
-    let (clusters, cluster_writer) = reflector::store();
-    let cluster_stream = reflector(
-        cluster_writer,
-        watcher(
-            Api::<ManagedCluster>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .modify(slim_cluster),
-    )
-    .touched_objects();
-    let (cmas, cma_writer) = reflector::store();
-    let cma_stream = reflector(
-        cma_writer,
-        watcher(
-            Api::<ClusterManagementAddOn>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .modify(|cma| cma.managed_fields_mut().clear()),
-    )
-    .touched_objects();
+    let (clusters, cluster_stream) = crate::cluster_cache(&client, crate::slim_cluster);
+    let (cmas, cma_stream) = crate::cma_cache(&client);
     let controller = controller
         .watches(
             Api::<ManifestWork>::all(client.clone()),
@@ -145,7 +116,7 @@ pub(crate) async fn run(
             watcher::Config::default(),
             move |plugin| crate::addons_named(&by_plugin, &crate::plugin::addon_name(&plugin)),
         )
-        .watches_stream(cluster_stream, move |cluster| {
+        .watches_stream(crate::cluster_changes(cluster_stream), move |cluster| {
             crate::addons_of_cluster(&by_cluster, &cluster.name_any())
         });
     let context = Arc::new(Context {

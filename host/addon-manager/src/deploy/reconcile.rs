@@ -123,9 +123,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
     // The caches fill before the first answer is trusted: a cluster or CMA missing from a
     // cache still listing would otherwise look deleted.
-    if !flotilla_kube::controller::cache_ready(&ctx.clusters)
-        || !flotilla_kube::controller::cache_ready(&ctx.cmas)
-    {
+    if !crate::caches_ready(&ctx.clusters, &ctx.cmas) {
         return Ok(Action::requeue(crate::CACHE_WAIT));
     }
     let cluster = ctx.clusters.get(&ObjectRef::new(&namespace));

@@ -5,7 +5,7 @@
 //! ```text
 //!  ManagedClusterAddOn ─────────────────────────────┐
 //!  ManifestWork (addon-name label) ─────────────────┤
-//!  AddOnPlugin (same name) ─────────────────────────┼─▶ reconcile(add-on) ─▶ healthCheck.mode,
+//!  ClusterManagementAddOn, AddOnPlugin (same name) ─┼─▶ reconcile(add-on) ─▶ healthCheck.mode,
 //!  ManagedCluster (cluster namespace) ──────────────┘                       Available
 //! ```
 //!
@@ -20,17 +20,18 @@ use std::sync::Arc;
 
 use crate::plugins::Plugins;
 use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
-use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
+use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::{
-    FeedBackType, FeedbackRule, JsonPath, ManifestConfigOption, ResourceIdentifier,
+    FeedBackType, FeedbackRule, JsonPath, ManifestConfigOption, ManifestWork, ResourceIdentifier,
 };
-use flotilla_core::addon::health::Prober;
+use flotilla_core::addon::health::{Prober, keep_for_assess};
 use flotilla_core::addon::works::ProbeFeedback;
 use flotilla_wasm::types::{self, HealthMode};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::utils::PredicateConfig;
+use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, ResourceExt};
 
 use crate::Options;
@@ -38,6 +39,12 @@ use crate::Options;
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
+    /// ManagedClusters with their conditions ([`crate::cluster_with_conditions`]).
+    pub(crate) clusters: Store<ManagedCluster>,
+    /// ClusterManagementAddOns.
+    pub(crate) cmas: Store<ClusterManagementAddOn>,
+    /// Add-on works, trimmed ([`keep_for_assess`]).
+    pub(crate) works: Store<ManifestWork>,
     pub(crate) plugins: Arc<Plugins>,
     pub(crate) options: Options,
 }
@@ -133,29 +140,46 @@ fn health_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
 /// Runs the controller until dropped.
 pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
     let (addons, addon_changes) = crate::addon_triggers(&client, health_inputs);
-    let controller = Controller::for_stream(addon_changes, addons);
-    let (by_plugin, by_cluster) = (controller.store(), controller.store());
-    let controller = controller
-        .watches(
-            Api::<flotilla_api::work::v1::ManifestWork>::all(client.clone()),
+    let controller =
+        Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
+    let (by_plugin, by_cluster, by_cma) = (controller.store(), controller.store(), controller.store());
+    // The clusters and CMAs a reconcile reads come from these caches, not a GET each time.
+    let (clusters, cluster_stream) = crate::cluster_cache(&client, crate::cluster_with_conditions);
+    let (cmas, cma_stream) = crate::cma_cache(&client);
+    // The add-ons' works, trimmed to what the assessment reads, instead of a LIST per reconcile.
+    let (works, work_writer) = reflector::store();
+    let work_stream = reflector(
+        work_writer,
+        watcher(
+            Api::<ManifestWork>::all(client.clone()),
             watcher::Config::default().labels(ADDON_NAME_LABEL),
-            |work| {
-                let addon = work.labels().get(ADDON_NAME_LABEL)?;
-                Some(ObjectRef::new(addon).within(&work.namespace()?))
-            },
         )
+        .modify(keep_for_assess),
+    )
+    .touched_objects();
+    let controller = controller
+        .watches_stream(work_stream, |work| {
+            let addon = work.labels().get(ADDON_NAME_LABEL)?;
+            Some(ObjectRef::new(addon).within(&work.namespace()?))
+        })
         .watches(
             Api::<AddOnPlugin>::all(client.clone()),
             watcher::Config::default(),
             move |plugin| crate::addons_named(&by_plugin, &crate::plugin::addon_name(&plugin)),
         )
-        .watches(
-            Api::<ManagedCluster>::all(client.clone()),
-            watcher::Config::default(),
-            move |cluster| crate::addons_of_cluster(&by_cluster, &cluster.name_any()),
+        .watches_stream(crate::cluster_changes(cluster_stream), move |cluster| {
+            crate::addons_of_cluster(&by_cluster, &cluster.name_any())
+        })
+        // Of a CMA the health check reads only its annotations (is it ours?).
+        .watches_stream(
+            cma_stream.predicate_filter(predicates::annotations, PredicateConfig::default()),
+            move |cma| crate::addons_named(&by_cma, &cma.name_any()),
         );
     let context = Arc::new(Context {
         client,
+        clusters,
+        cmas,
+        works,
         plugins,
         options,
     });

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use flotilla_api::addon::consts::ADDON_NAME_LABEL;
-use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
+use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
 use flotilla_api::cluster::v1::ManagedCluster;
-use flotilla_api::work::v1::{FieldValue, ManifestWork, ValueType};
+use flotilla_api::work::v1::{FieldValue, ValueType};
 use flotilla_core::addon::health::{
     Assessment, FieldResult, Prober, Verdict, assess, health_check_mode, probe_condition, workload_check,
 };
@@ -18,12 +18,12 @@ use flotilla_core::conditions;
 use flotilla_wasm::inputs;
 use flotilla_wasm::types::{FeedbackField, FeedbackValue, HealthStatus, ResourceIdentifier};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::ListParams;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
 use super::{Context, prober};
-use crate::error::{self, Result};
+use crate::error::Result;
 use crate::plugins::Served;
 
 /// Checks one add-on's health (see the module docs).
@@ -33,17 +33,16 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     }
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let client = &ctx.client;
-    let cluster = Api::<ManagedCluster>::all(client.clone())
-        .get_opt(&namespace)
-        .await
-        .map_err(error::read(format!("ManagedCluster {namespace}")))?;
+    // The caches fill before their answers are trusted; a CMA or cluster that arrives later
+    // brings the add-on back through its watch.
+    if !crate::caches_ready(&ctx.clusters, &ctx.cmas) {
+        return Ok(Action::requeue(crate::CACHE_WAIT));
+    }
+    let cluster = ctx.clusters.get(&ObjectRef::new(&namespace));
     let Some(cluster) = cluster.filter(|c| c.spec.hub_accepts_client) else {
         return Ok(Action::await_change());
     };
-    let cma = Api::<ClusterManagementAddOn>::all(client.clone())
-        .get_opt(&name)
-        .await
-        .map_err(error::read(format!("ClusterManagementAddOn {name}")))?;
+    let cma = ctx.cmas.get(&ObjectRef::new(&name));
     if !cma.is_some_and(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) {
         return Ok(Action::await_change());
     }
@@ -59,11 +58,18 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     desired.health_check.mode = Some(health_check_mode(&prober));
     let works = match prober {
         Prober::Fields(_) | Prober::DeploymentAvailability | Prober::WorkloadAvailability => {
-            Api::<ManifestWork>::namespaced(client.clone(), &namespace)
-                .list(&ListParams::default().labels(&format!("{ADDON_NAME_LABEL}={name}")))
-                .await
-                .map_err(error::read(format!("ManifestWorks of {namespace}/{name}")))?
-                .items
+            if !flotilla_kube::controller::cache_ready(&ctx.works) {
+                return Ok(Action::requeue(crate::CACHE_WAIT));
+            }
+            ctx.works
+                .state()
+                .iter()
+                .filter(|w| {
+                    w.namespace().as_deref() == Some(namespace.as_str())
+                        && w.labels().get(ADDON_NAME_LABEL) == Some(&name)
+                })
+                .map(|w| w.as_ref().clone())
+                .collect()
         }
         Prober::Lease | Prober::Work | Prober::None => Vec::new(),
     };

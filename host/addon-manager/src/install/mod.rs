@@ -15,9 +15,11 @@ use std::sync::Arc;
 
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::consts::PLACEMENT_LABEL;
+use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, watcher};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 
 use crate::Options;
@@ -25,6 +27,8 @@ use crate::Options;
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
+    /// The metadata of every ManagedCluster: a new add-on copies its cluster's annotations.
+    pub(crate) clusters: Store<PartialObjectMeta<ManagedCluster>>,
     pub(crate) options: Options,
 }
 
@@ -56,9 +60,22 @@ pub(crate) async fn run(client: Client, options: Options) {
     );
     let by_decision = controller.store();
     let by_placement = controller.store();
+    let (clusters, cluster_writer) = reflector::store();
+    let cluster_stream = reflector(
+        cluster_writer,
+        watcher(
+            Api::<PartialObjectMeta<ManagedCluster>>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .modify(|c| c.managed_fields_mut().clear()),
+    )
+    .touched_objects();
     let controller = controller
+        // Drives the cluster cache; a cluster alone changes no install plan.
+        .watches_stream(cluster_stream, |_| None::<ObjectRef<ClusterManagementAddOn>>)
+        // Only whether an add-on exists counts here: metadata, not every status write's body.
         .watches(
-            Api::<ManagedClusterAddOn>::all(client.clone()),
+            Api::<PartialObjectMeta<ManagedClusterAddOn>>::all(client.clone()),
             watcher::Config::default(),
             |mca| Some(ObjectRef::<ClusterManagementAddOn>::new(&mca.name_any())),
         )
@@ -77,6 +94,10 @@ pub(crate) async fn run(client: Client, options: Options) {
             watcher::Config::default(),
             move |p| referring(&by_placement, &p.namespace().unwrap_or_default(), &p.name_any()),
         );
-    let context = Arc::new(Context { client, options });
+    let context = Arc::new(Context {
+        client,
+        clusters,
+        options,
+    });
     flotilla_kube::controller::run("addon-install", controller, reconcile::reconcile, context).await;
 }

@@ -16,6 +16,7 @@ use flotilla_core::addon::install::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use futures::StreamExt;
@@ -145,21 +146,33 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
     }
     // Creations go out a few at a time: a placement of a thousand clusters is a thousand add-ons.
     let mut creations = Vec::with_capacity(plan.create.len());
+    // A cluster is read from the cache when it is there (nearly always), else from the apiserver.
+    let cached = flotilla_kube::controller::cache_ready(&ctx.clusters);
     for cluster in &plan.create {
         let (client, name, uid) = (ctx.client.clone(), name.clone(), uid.clone());
+        let known = if cached {
+            ctx.clusters.get(&ObjectRef::new(cluster))
+        } else {
+            None
+        };
         creations.push(async move {
             let cluster = cluster.as_str();
-            let clusters: Api<ManagedCluster> = Api::all(client.clone());
-            // Decisions may name a cluster that is gone; its namespace is gone with it.
-            let Some(managed) = clusters
-                .get_opt(cluster)
-                .await
-                .map_err(error::read(format!("ManagedCluster {cluster}")))?
-            else {
-                return Ok(());
+            let annotations = match known {
+                Some(meta) => meta.metadata.annotations.clone(),
+                None => {
+                    let clusters: Api<ManagedCluster> = Api::all(client.clone());
+                    // Decisions may name a cluster that is gone; its namespace is gone with it.
+                    let Some(managed) = clusters
+                        .get_opt(cluster)
+                        .await
+                        .map_err(error::read(format!("ManagedCluster {cluster}")))?
+                    else {
+                        return Ok(());
+                    };
+                    managed.metadata.annotations
+                }
             };
-            let addon =
-                new_managed_cluster_addon(&name, &uid, cluster, managed.metadata.annotations.as_ref());
+            let addon = new_managed_cluster_addon(&name, &uid, cluster, annotations.as_ref());
             let api: Api<ManagedClusterAddOn> = Api::namespaced(client, cluster);
             match api.create(&PostParams::default(), &addon).await {
                 Ok(_) => tracing::info!(addon = %name, %cluster, "ManagedClusterAddOn installed"),

@@ -6,6 +6,7 @@
 //!
 //! ```text
 //!  ManagedClusterAddOn ─────────────────────────┐
+//!  ManagedCluster (cluster namespace) ──────────┤
 //!  ClusterManagementAddOn, AddOnPlugin (name) ──┼─▶ reconcile(add-on) ─▶ status.registrations,
 //!                                               │                        status.namespace,
 //!                                               │                        RegistrationApplied
@@ -25,10 +26,13 @@ use crate::configs::ReleasedConfigs;
 use crate::plugins::Plugins;
 use flotilla_api::addon::consts::managed_cluster_addon as mca;
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, Subject};
+use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_core::addon::registration::Declared;
 use flotilla_wasm::types::Registration;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::Store;
+use kube::runtime::utils::PredicateConfig;
+use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, ResourceExt};
 
 use crate::Options;
@@ -36,6 +40,10 @@ use crate::Options;
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
+    /// ManagedClusters, slimmed to what the plugin's inputs read ([`crate::slim_cluster`]).
+    pub(crate) clusters: Store<ManagedCluster>,
+    /// ClusterManagementAddOns.
+    pub(crate) cmas: Store<ClusterManagementAddOn>,
     pub(crate) plugins: Arc<Plugins>,
     /// Released config objects, read once for all add-ons.
     pub(crate) configs: Arc<ReleasedConfigs>,
@@ -87,14 +95,21 @@ pub(crate) async fn run(
     options: Options,
 ) {
     let (addons, addon_changes) = crate::addon_triggers(&client, registration_inputs);
-    let controller = Controller::for_stream(addon_changes, addons);
-    let (by_cma, by_plugin) = (controller.store(), controller.store());
+    let controller =
+        Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
+    let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), controller.store());
+    // The clusters and CMAs a reconcile reads come from these caches, not a GET each time.
+    let (clusters, cluster_stream) = crate::cluster_cache(&client, crate::slim_cluster);
+    let (cmas, cma_stream) = crate::cma_cache(&client);
     let controller = controller
-        .watches(
-            Api::<ClusterManagementAddOn>::all(client.clone()),
-            watcher::Config::default(),
+        // Of a CMA the registration reads only its annotations (is it ours?).
+        .watches_stream(
+            cma_stream.predicate_filter(predicates::annotations, PredicateConfig::default()),
             move |cma| crate::addons_named(&by_cma, &cma.name_any()),
         )
+        .watches_stream(crate::cluster_changes(cluster_stream), move |cluster| {
+            crate::addons_of_cluster(&by_cluster, &cluster.name_any())
+        })
         .watches(
             Api::<AddOnPlugin>::all(client.clone()),
             watcher::Config::default(),
@@ -102,6 +117,8 @@ pub(crate) async fn run(
         );
     let context = Arc::new(Context {
         client,
+        clusters,
+        cmas,
         plugins,
         configs,
         options,

@@ -10,10 +10,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use flotilla_api::addon::consts::ADDON_NAME_LABEL;
-use flotilla_api::addon::v1alpha1::{
-    ClusterManagementAddOn, ManagedClusterAddOn, ManagedClusterAddOnStatus, RegistrationConfig,
-};
+use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
+use flotilla_api::addon::v1alpha1::{ManagedClusterAddOn, ManagedClusterAddOnStatus, RegistrationConfig};
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_core::addon::configs::config_reference_from_v1alpha1;
 use flotilla_core::addon::install::is_managed_by_addon_manager;
@@ -27,6 +25,7 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -48,18 +47,16 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     }
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let client = &ctx.client;
-    let cma = Api::<ClusterManagementAddOn>::all(client.clone())
-        .get_opt(&name)
-        .await
-        .map_err(error::read(format!("ClusterManagementAddOn {name}")))?;
+    // The caches fill before their answers are trusted; a CMA or cluster that arrives later
+    // brings the add-on back through its watch.
+    if !crate::caches_ready(&ctx.clusters, &ctx.cmas) {
+        return Ok(Action::requeue(crate::CACHE_WAIT));
+    }
+    let cma = ctx.cmas.get(&ObjectRef::new(&name));
     if !cma.is_some_and(|c| is_managed_by_addon_manager(c.metadata.annotations.as_ref())) {
         return Ok(Action::await_change());
     }
-    let Some(cluster) = Api::<ManagedCluster>::all(client.clone())
-        .get_opt(&namespace)
-        .await
-        .map_err(error::read(format!("ManagedCluster {namespace}")))?
-    else {
+    let Some(cluster) = ctx.clusters.get(&ObjectRef::new(&namespace)) else {
         return Ok(Action::await_change());
     };
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
@@ -94,7 +91,21 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         Ok(regs) if regs.is_empty() => {
             status.registrations = regs;
             set(&mut status, nil_registration(), now);
-            outcome = prune(client, &namespace, &name, &BTreeSet::new()).await;
+            // Nothing to keep: pruned once per plugin revision and half resync, not at every
+            // wake-up of the add-on (two LISTs each). An add-on never registered (no
+            // registrations, no RegistrationApplied yet) has nothing of its own to prune.
+            let uid = addon.uid().unwrap_or_default();
+            let key = crate::fingerprint(&[&plugin.digest()]);
+            let never_registered = current.registrations.is_empty()
+                && conditions::find(&current.conditions, mca::CONDITION_REGISTRATION_APPLIED).is_none();
+            if never_registered {
+                remember_applied(&ctx, uid, key);
+            } else if !applied_recently(&ctx, &uid, key) {
+                outcome = prune(client, &namespace, &name, &BTreeSet::new()).await;
+                if outcome.is_ok() {
+                    remember_applied(&ctx, uid, key);
+                }
+            }
         }
         Ok(regs) => {
             let condition = match permissions(&ctx, &addon, &cluster, &plugin, &status.namespace, &regs).await
@@ -183,12 +194,7 @@ async fn permissions(
     // hand edit at the next resync, as before), not at every wake-up of the add-on.
     let uid = addon.uid().unwrap_or_default();
     let key = crate::fingerprint(&[&plugin.digest(), &cluster_input, &addon_input, &regs]);
-    let fresh = |(k, at): &(u64, std::time::Instant)| *k == key && at.elapsed() < ctx.options.resync / 2;
-    if ctx
-        .applied
-        .lock()
-        .is_ok_and(|applied| applied.get(&uid).is_some_and(fresh))
-    {
+    if applied_recently(ctx, &uid, key) {
         return Ok(());
     }
     let objects = plugin
@@ -244,10 +250,24 @@ async fn permissions(
     prune(&ctx.client, &namespace, &name, &keep)
         .await
         .map_err(Failure::Kube)?;
+    remember_applied(ctx, uid, key);
+    Ok(())
+}
+
+/// Whether the add-on's hub permissions were applied from inputs with fingerprint `key` less
+/// than half a resync ago.
+fn applied_recently(ctx: &Context, uid: &str, key: u64) -> bool {
+    let fresh = |(k, at): &(u64, std::time::Instant)| *k == key && at.elapsed() < ctx.options.resync / 2;
+    ctx.applied
+        .lock()
+        .is_ok_and(|applied| applied.get(uid).is_some_and(fresh))
+}
+
+/// Records that the add-on's hub permissions were applied from inputs with fingerprint `key`.
+fn remember_applied(ctx: &Context, uid: String, key: u64) {
     if let Ok(mut applied) = ctx.applied.lock() {
         applied.insert(uid, (key, std::time::Instant::now()));
     }
-    Ok(())
 }
 
 /// The hook inputs for this cluster and add-on, the add-on in `install_namespace`.

@@ -52,6 +52,7 @@ pub async fn hub() -> &'static ControlPlane {
                 resync: Duration::from_secs(600),
                 retry: Duration::from_millis(500),
                 max_concurrent_renders: 4,
+                ..Default::default()
             };
             futures::join!(
                 controller::run(client.clone(), std::sync::Arc::clone(&registry), config),
