@@ -113,6 +113,14 @@ use ClusterState::{Failed, Progressing, Skip, Succeeded, TimeOut, ToApply};
     states(&[("c1", Skip, 5)]), &["c2"], &[], false)]
 #[case::timed_out_clusters_stay_timed_out(
     json!({"type": "All"}), five(), states(&[("c1", TimeOut, 5)]), &["c2", "c3", "c4", "c5"], &[], false)]
+// OCM's order, kept: a mandatory cluster that already timed out breaches the mandatory groups'
+// zero tolerance, but with none of them in flight or newly timed out the rest starts; an
+// existing ToApply cluster of a mandatory group goes with it and takes one of its slots.
+#[case::a_timed_out_mandatory_cluster_lets_the_rest_start(
+    json!({"type": "Progressive", "progressive": {"maxFailures": "34%", "mandatoryDecisionGroups": [
+        {"groupName": "canary"}, {"groupIndex": 2}]}}),
+    groups(&[("canary", 0, &["c1"]), ("", 1, &["c0", "c2", "c4"]), ("", 2, &["c3", "c5"])]),
+    states(&[("c1", TimeOut, 5), ("c5", ToApply, 5)]), &["c0", "c2", "c5"], &[], false)]
 #[case::an_existing_to_apply_cluster_is_in_flight(
     json!({"type": "Progressive", "progressive": {"maxConcurrency": 2}}), five(),
     states(&[("c4", ToApply, 5)]), &["c1", "c4"], &[], false)]
@@ -349,6 +357,11 @@ proptest! {
     ) {
         let Ok(plan) = plan(&strategy, &groups, &existing, at(0)) else { return Ok(()) };
         let mandatory = mandatory_clusters(&strategy, &groups);
+        // A mandatory cluster already timed out lets the rest start, as in OCM (see
+        // `a_timed_out_mandatory_cluster_lets_the_rest_start`).
+        if existing.iter().any(|s| s.state == TimeOut && mandatory.contains(&s.cluster)) {
+            return Ok(());
+        }
         let new_mandatory = plan.to_rollout.iter().any(|s| s.state == ToApply && mandatory.contains(&s.cluster));
         if new_mandatory {
             prop_assert!(plan.to_rollout.iter().all(|s| s.state != ToApply || mandatory.contains(&s.cluster)));
