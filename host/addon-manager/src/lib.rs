@@ -110,13 +110,99 @@ pub(crate) fn addon_triggers(
     let (store, writer) = reflector::store();
     let addons: kube::Api<flotilla_api::addon::v1alpha1::ManagedClusterAddOn> =
         kube::Api::all(client.clone());
-    let stream = watcher(addons, watcher::Config::default())
+    let events = watcher(addons, watcher::Config::default())
         .default_backoff()
         .modify(|addon| addon.managed_fields_mut().clear())
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(inputs, kube_runtime::utils::PredicateConfig::default());
-    (store, stream)
+        .reflect(writer);
+    (store, changes(events, inputs))
+}
+
+/// The objects of a reflected watch whose `inputs` (a hash of what a controller reads of
+/// them) changed since they were last seen, and every deleted one. kube-runtime's
+/// `predicate_filter` drops deletions (a deleted object hashes as it last did), which the
+/// install and rollout controllers must see: a deleted add-on is made again, or no longer counts.
+pub(crate) fn changes<K>(
+    events: impl futures::Stream<Item = Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>>
+    + Send
+    + 'static,
+    inputs: fn(&K) -> Option<u64>,
+) -> impl futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Send + 'static,
+{
+    use futures::StreamExt as _;
+    use kube::runtime::reflector::ObjectRef;
+    use kube::runtime::watcher::Event;
+    let mut seen: std::collections::HashMap<ObjectRef<K>, Option<u64>> = std::collections::HashMap::new();
+    events.filter_map(move |event| {
+        let changed = match event {
+            Err(e) => Some(Err(e)),
+            Ok(Event::Apply(object) | Event::InitApply(object)) => {
+                let hash = inputs(&object);
+                (seen.insert(ObjectRef::from_obj(&object), hash) != Some(hash)).then_some(Ok(object))
+            }
+            Ok(Event::Delete(object)) => {
+                seen.remove(&ObjectRef::from_obj(&object));
+                Some(Ok(object))
+            }
+            Ok(Event::Init | Event::InitDone) => None,
+        };
+        std::future::ready(changed)
+    })
+}
+
+/// Writes of a controller that its cache does not show yet, each with the resourceVersions
+/// its write made stale (`None`: the object did not exist). A controller that plans from its
+/// cache checks [`UnseenWrites::pending`] first and, while its own last writes are not in,
+/// waits for them (they arrive within milliseconds) instead of acting on the state before.
+pub(crate) struct UnseenWrites<K: kube::Resource<DynamicType = ()>>(
+    std::sync::Mutex<std::collections::HashMap<kube::runtime::reflector::ObjectRef<K>, Unseen>>,
+);
+
+/// One write not seen yet: the stale resourceVersions, and when it was recorded.
+struct Unseen {
+    stale: Vec<Option<String>>,
+    at: std::time::Instant,
+}
+
+/// How long a write is waited for at most: an object deleted right after the write may never
+/// show the written state (a relisted watch skips it).
+const UNSEEN_FOR_AT_MOST: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl<K: kube::Resource<DynamicType = ()>> Default for UnseenWrites<K> {
+    fn default() -> Self {
+        Self(std::sync::Mutex::new(std::collections::HashMap::new()))
+    }
+}
+
+impl<K> UnseenWrites<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    /// Records a write of `object`: its states at the `stale` resourceVersions are outdated.
+    pub(crate) fn record(&self, object: kube::runtime::reflector::ObjectRef<K>, stale: Vec<Option<String>>) {
+        if let Ok(mut unseen) = self.0.lock() {
+            let at = std::time::Instant::now();
+            unseen.insert(object, Unseen { stale, at });
+        }
+    }
+
+    /// Whether `store` still shows an object that `of` selects as it was before a recorded
+    /// write; writes the cache has caught up with are forgotten.
+    pub(crate) fn pending(
+        &self,
+        store: &kube::runtime::reflector::Store<K>,
+        of: impl Fn(&kube::runtime::reflector::ObjectRef<K>) -> bool,
+    ) -> bool {
+        let Ok(mut unseen) = self.0.lock() else {
+            return false;
+        };
+        unseen.retain(|key, write| {
+            let version = store.get(key).and_then(|o| o.meta().resource_version.clone());
+            write.at.elapsed() < UNSEEN_FOR_AT_MOST && write.stale.contains(&version)
+        });
+        unseen.keys().any(of)
+    }
 }
 
 /// How soon a reconcile that found a cache still listing runs again.

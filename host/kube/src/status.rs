@@ -27,8 +27,25 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
     S: Serialize + PartialEq,
 {
+    Ok(patch_written_if_changed(api, object, current, desired)
+        .await?
+        .is_some())
+}
+
+/// [`patch_if_changed`], returning the object as written (None: nothing to write), for a
+/// writer that must know the resourceVersion its write made.
+pub async fn patch_written_if_changed<K, S>(
+    api: &Api<K>,
+    object: &K,
+    current: Option<&S>,
+    desired: &S,
+) -> Result<Option<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    S: Serialize + PartialEq,
+{
     if current == Some(desired) {
-        return Ok(false);
+        return Ok(None);
     }
     let name = object.name_any();
     let kind = K::kind(&()).into_owned();
@@ -48,8 +65,8 @@ where
     });
     api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|source| Error::PatchStatus { kind, name, source })?;
-    Ok(true)
+        .map(Some)
+        .map_err(|source| Error::PatchStatus { kind, name, source })
 }
 
 /// Writes `desired` as the status of `object` if it differs from `current`, as a whole-status

@@ -29,12 +29,12 @@ use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn}
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::ManifestWork;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, ResourceExt};
 
-use crate::Options;
+use crate::{Options, UnseenWrites};
 
 /// What one reconcile needs.
 pub(crate) struct Context {
@@ -43,6 +43,11 @@ pub(crate) struct Context {
     pub(crate) clusters: Store<ManagedCluster>,
     /// ClusterManagementAddOns.
     pub(crate) cmas: Store<ClusterManagementAddOn>,
+    /// The add-ons' works, slimmed ([`slim_work`]): read here, not listed per reconcile.
+    pub(crate) works: Store<ManifestWork>,
+    /// The works this controller wrote that the cache does not show yet: a reconcile that
+    /// read a work from before its own write would apply it again.
+    pub(crate) unseen: UnseenWrites<ManifestWork>,
     pub(crate) plugins: Arc<Plugins>,
     /// Released config objects, read once for all add-ons.
     pub(crate) configs: Arc<ReleasedConfigs>,
@@ -82,6 +87,16 @@ fn deploy_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
     crate::hash_of(&addon)
 }
 
+/// Keeps of a work what the deploy reads: the spec it compares with the rendered one, and the
+/// status conditions (`ManifestApplied`, `Progressing`); the per-manifest status, with the
+/// agent's feedback values, is dropped (the health controller keeps its own cache of those).
+fn slim_work(work: &mut ManifestWork) {
+    work.managed_fields_mut().clear();
+    if let Some(status) = work.status.as_mut() {
+        status.resource_status = Default::default();
+    }
+}
+
 /// Runs the controller until dropped.
 pub(crate) async fn run(
     client: Client,
@@ -96,15 +111,22 @@ pub(crate) async fn run(
     // The clusters and CMAs a reconcile reads come from these caches, not a GET each time.
     let (clusters, cluster_stream) = crate::cluster_cache(&client, crate::slim_cluster);
     let (cmas, cma_stream) = crate::cma_cache(&client);
-    let controller = controller
-        .watches(
+    let (works, work_writer) = reflector::store();
+    let work_stream = reflector(
+        work_writer,
+        watcher(
             Api::<ManifestWork>::all(client.clone()),
             watcher::Config::default().labels(ADDON_NAME_LABEL),
-            |work| {
-                let addon = work.labels().get(ADDON_NAME_LABEL)?;
-                Some(ObjectRef::new(addon).within(&work.namespace()?))
-            },
         )
+        .default_backoff()
+        .modify(slim_work),
+    )
+    .touched_objects();
+    let controller = controller
+        .watches_stream(work_stream, |work| {
+            let addon = work.labels().get(ADDON_NAME_LABEL)?;
+            Some(ObjectRef::new(addon).within(&work.namespace()?))
+        })
         // Of a CMA the deploy reads only its annotations (is it ours?): its status, which the
         // rollout controller writes at every step, must not re-render all its add-ons.
         .watches_stream(
@@ -123,6 +145,8 @@ pub(crate) async fn run(
         client,
         clusters,
         cmas,
+        works,
+        unseen: UnseenWrites::default(),
         plugins,
         configs,
         renders: tokio::sync::Semaphore::new(options.max_concurrent_renders.max(1)),

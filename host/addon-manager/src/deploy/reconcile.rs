@@ -123,7 +123,14 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
     // The caches fill before the first answer is trusted: a cluster or CMA missing from a
     // cache still listing would otherwise look deleted.
-    if !crate::caches_ready(&ctx.clusters, &ctx.cmas) {
+    if !crate::caches_ready(&ctx.clusters, &ctx.cmas) || !flotilla_kube::controller::cache_ready(&ctx.works) {
+        return Ok(Action::requeue(crate::CACHE_WAIT));
+    }
+    // The works come from the cache: until it shows this controller's last writes of them,
+    // the add-on waits (the work watch brings it back; the requeue bounds the wait).
+    if ctx.unseen.pending(&ctx.works, |w| {
+        w.namespace.as_deref() == Some(namespace.as_str()) && deploy_work_index(&name, &w.name).is_some()
+    }) {
         return Ok(Action::requeue(crate::CACHE_WAIT));
     }
     let cluster = ctx.clusters.get(&ObjectRef::new(&namespace));
@@ -201,8 +208,16 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         outcome?;
         return Ok(requeue);
     }
-    flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired_status)
-        .await?;
+    // Until the rollout releases configs, supportedConfigs alone is not written: it goes out
+    // with the first status the add-on needs anyway, one write (and conflict) less per new add-on.
+    let only_supported_configs = ManagedClusterAddOnStatus {
+        supported_configs: status.supported_configs.clone(),
+        ..desired_status.clone()
+    } == status;
+    if configs_released(&desired_status) || !only_supported_configs {
+        flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired_status)
+            .await?;
+    }
     record_applied_revision(&api, &addon, applied.as_deref()).await?;
     outcome?;
     if deleting {
@@ -361,17 +376,16 @@ async fn render_and_apply(
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let client = &ctx.client;
     let works_api: Api<ManifestWork> = Api::namespaced(client.clone(), &namespace);
-    let list_works = || async {
-        works_api
-            .list(&ListParams::default().labels(&format!("{ADDON_NAME_LABEL}={name}")))
-            .await
-            .map(|l| l.items)
-            .map_err(error::read(format!("ManifestWorks of {namespace}/{name}")))
-    };
-    let deploy_only = |works: Vec<ManifestWork>| -> Vec<ManifestWork> {
-        works
-            .into_iter()
-            .filter(|w| deploy_work_index(&name, &w.name_any()).is_some())
+    // The add-on's deploy works, from the cache (which holds every write of this controller).
+    let current_works = || -> Vec<ManifestWork> {
+        ctx.works
+            .state()
+            .iter()
+            .filter(|w| {
+                w.metadata.namespace.as_deref() == Some(namespace.as_str())
+                    && deploy_work_index(&name, &w.name_any()).is_some()
+            })
+            .map(|w| ManifestWork::clone(w))
             .collect()
     };
     let revisions = AddonRevisions::from_annotations(addon.metadata.annotations.as_ref());
@@ -407,7 +421,7 @@ async fn render_and_apply(
             .iter()
             .map(config_reference_from_v1alpha1)
             .collect();
-        let works = deploy_only(list_works().await?);
+        let works = current_works();
         *applied = progress(status, &works, &mut references, Some(gr));
         return Ok(None);
     }
@@ -459,7 +473,7 @@ async fn render_and_apply(
     }
     // Being deleted, the add-on leaves the rollout: its hooks render with the configs as they are.
     if moved_on && addon.meta().deletion_timestamp.is_none() {
-        let works = deploy_only(list_works().await?);
+        let works = current_works();
         *applied = progress(status, &works, &mut references, None);
         status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
         return Ok(None);
@@ -468,7 +482,7 @@ async fn render_and_apply(
     // stay as the last granted revision rendered them, and its status follows them. Only
     // AddOnPlugin revisions roll out so; a built-in template instance changes with its
     // AddOnTemplate, which the rollout releases as a config.
-    let existing = deploy_only(list_works().await?);
+    let existing = current_works();
     let serving = plugin.digest().to_string();
     let gated = ctx.plugins.loaded(&name).is_some();
     if gated
@@ -594,7 +608,12 @@ async fn render_and_apply(
         }
         let params = PatchParams::apply(crate::FIELD_MANAGER).force();
         let written = match works_api.patch(&work_name, &params, &Patch::Apply(work)).await {
-            Ok(written) => written,
+            Ok(written) => {
+                let before = works.iter().find(|w| w.name_any() == work_name);
+                let stale = vec![before.and_then(|w| w.resource_version())];
+                ctx.unseen.record(ObjectRef::from_obj(&written), stale);
+                written
+            }
             Err(e) => {
                 set(status, work_not_applied(&e.to_string()), now);
                 return Err(error::write(format!("ManifestWork {namespace}/{work_name}"))(e));
@@ -606,7 +625,12 @@ async fn render_and_apply(
     }
     for work_name in &plan.delete {
         match works_api.delete(work_name, &DeleteParams::default()).await {
-            Ok(_) => {}
+            Ok(_) => {
+                if let Some(gone) = works.iter().find(|w| &w.name_any() == work_name) {
+                    ctx.unseen
+                        .record(ObjectRef::from_obj(gone), vec![gone.resource_version()]);
+                }
+            }
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => return Err(error::write(format!("ManifestWork {namespace}/{work_name}"))(e)),
         }

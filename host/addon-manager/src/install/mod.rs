@@ -29,7 +29,17 @@ pub(crate) struct Context {
     pub(crate) client: Client,
     /// The metadata of every ManagedCluster: a new add-on copies its cluster's annotations.
     pub(crate) clusters: Store<PartialObjectMeta<ManagedCluster>>,
+    /// The metadata of every ManagedClusterAddOn: which clusters have the add-on, and its owners.
+    pub(crate) addons: Store<PartialObjectMeta<ManagedClusterAddOn>>,
     pub(crate) options: Options,
+}
+
+/// What the install plan reads of an add-on: its owners and whether it is being deleted.
+fn install_inputs(addon: &PartialObjectMeta<ManagedClusterAddOn>) -> Option<u64> {
+    crate::hash_of(&(
+        &addon.metadata.owner_references,
+        addon.metadata.deletion_timestamp.is_some(),
+    ))
 }
 
 /// The CMAs whose install strategy names placement `namespace/name`.
@@ -70,15 +80,23 @@ pub(crate) async fn run(client: Client, options: Options) {
         .modify(|c| c.managed_fields_mut().clear()),
     )
     .touched_objects();
+    let (addons, addon_writer) = reflector::store();
+    let addon_events = watcher(
+        Api::<PartialObjectMeta<ManagedClusterAddOn>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|a| a.managed_fields_mut().clear())
+    .reflect(addon_writer);
+    let addon_changes = crate::changes(addon_events, install_inputs);
     let controller = controller
         // Drives the cluster cache; a cluster alone changes no install plan.
         .watches_stream(cluster_stream, |_| None::<ObjectRef<ClusterManagementAddOn>>)
-        // Only whether an add-on exists counts here: metadata, not every status write's body.
-        .watches(
-            Api::<PartialObjectMeta<ManagedClusterAddOn>>::all(client.clone()),
-            watcher::Config::default(),
-            |mca| Some(ObjectRef::<ClusterManagementAddOn>::new(&mca.name_any())),
-        )
+        // Only whether an add-on exists, and its owners, count here: metadata, and only its
+        // changes, not the new resourceVersion of every status write.
+        .watches_stream(addon_changes, |mca| {
+            Some(ObjectRef::<ClusterManagementAddOn>::new(&mca.name_any()))
+        })
         .watches(
             Api::<PlacementDecision>::all(client.clone()),
             watcher::Config::default().labels(PLACEMENT_LABEL),
@@ -97,6 +115,7 @@ pub(crate) async fn run(client: Client, options: Options) {
     let context = Arc::new(Context {
         client,
         clusters,
+        addons,
         options,
     });
     flotilla_kube::controller::run("addon-install", controller, reconcile::reconcile, context).await;

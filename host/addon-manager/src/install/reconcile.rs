@@ -15,6 +15,7 @@ use flotilla_core::addon::install::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
@@ -59,7 +60,7 @@ async fn decided_clusters(ctx: &Context, namespace: &str, name: &str) -> Result<
 async fn ensure_cma_owner(
     ctx: &Context,
     cma: &ClusterManagementAddOn,
-    addon: &ManagedClusterAddOn,
+    addon: &PartialObjectMeta<ManagedClusterAddOn>,
 ) -> Result<()> {
     let uid = cma.uid().unwrap_or_default();
     if addon.owner_references().iter().any(|o| o.uid == uid) {
@@ -113,12 +114,18 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         let p = &strategy.placement;
         decided.push((p.clone(), decided_clusters(&ctx, &p.namespace, &p.name).await?));
     }
-    let addons: Api<ManagedClusterAddOn> = Api::all(ctx.client.clone());
-    let listed = addons
-        .list(&ListParams::default().fields(&format!("metadata.name={name}")))
-        .await
-        .map_err(error::read(format!("ManagedClusterAddOns {name}")))?
-        .items;
+    // An add-on missing from a cache still listing would be created again for nothing.
+    if !flotilla_kube::controller::cache_ready(&ctx.addons) {
+        return Ok(Action::requeue(crate::CACHE_WAIT));
+    }
+    // From the cache: one just written and not seen yet is at worst created again (a 409,
+    // ignored) or deleted again (a 404), and its watch event brings the next reconcile.
+    let listed: Vec<Arc<PartialObjectMeta<ManagedClusterAddOn>>> = ctx
+        .addons
+        .state()
+        .into_iter()
+        .filter(|a| a.name_any() == name)
+        .collect();
     for addon in listed.iter().filter(|a| a.meta().deletion_timestamp.is_none()) {
         ensure_cma_owner(&ctx, &cma, addon).await?;
     }

@@ -291,7 +291,11 @@ async fn prune(
     addon: &str,
     keep: &BTreeSet<(String, String)>,
 ) -> Result<()> {
-    let selector = ListParams::default().labels(&format!("{ADDON_NAME_LABEL}={addon}"));
+    // From the apiserver's watch cache: an object missing from a list a moment old is pruned
+    // at the next apply, one already gone answers 404.
+    let selector = ListParams::default()
+        .labels(&format!("{ADDON_NAME_LABEL}={addon}"))
+        .match_any();
     for (kind, plural) in [("Role", "roles"), ("RoleBinding", "rolebindings")] {
         let resource = kube::api::ApiResource {
             group: "rbac.authorization.k8s.io".into(),

@@ -24,26 +24,49 @@ mod reconcile;
 use std::sync::Arc;
 
 use crate::plugins::Plugins;
+use flotilla_api::addon::consts::managed_cluster_addon as mca;
 use flotilla_api::addon::v1alpha1::{
     AddOnDeploymentConfig, AddOnTemplate, ClusterManagementAddOn, ManagedClusterAddOn,
 };
 use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 
-use crate::Options;
 use crate::configs::ADC_RESOURCE;
 use crate::plugins::TEMPLATE_RESOURCE;
+use crate::{Options, UnseenWrites};
 
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
+    /// Every ManagedClusterAddOn (managed fields dropped): a batch is planned from this cache,
+    /// not a list of every add-on per reconcile.
+    pub(crate) addons: Store<ManagedClusterAddOn>,
+    /// The add-ons this controller wrote that the cache does not show written yet: a batch
+    /// planned from a state before them could release an add-on twice, or count one in
+    /// flight as waiting.
+    pub(crate) unseen: UnseenWrites<ManagedClusterAddOn>,
     /// The serving plugin revisions (what the deploy controller renders with).
     pub(crate) plugins: Arc<Plugins>,
     pub(crate) options: Options,
+}
+
+/// What the rollout reads of an add-on: its spec and annotations (released and applied
+/// revisions), and of its status the config references and the `Configured` and
+/// `Progressing` conditions; the other controllers' status writes change none of it.
+fn rollout_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
+    let status = addon.status.as_ref();
+    crate::hash_of(&(
+        &addon.metadata.annotations,
+        addon.metadata.deletion_timestamp.is_some(),
+        &addon.spec,
+        status.map(|s| &s.config_references),
+        crate::conditions_of(addon, &[mca::CONDITION_CONFIGURED, mca::CONDITION_PROGRESSING])
+            .collect::<Vec<_>>(),
+    ))
 }
 
 /// Whether `cma`'s install strategy names placement `namespace/name`.
@@ -67,12 +90,19 @@ pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options)
         controller.store(),
         controller.store(),
     );
+    let (addons, writer) = reflector::store();
+    let addon_events = watcher(
+        Api::<ManagedClusterAddOn>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|a| a.managed_fields_mut().clear())
+    .reflect(writer);
+    let addon_changes = crate::changes(addon_events, rollout_inputs);
     let controller = controller
-        .watches(
-            Api::<ManagedClusterAddOn>::all(client.clone()),
-            watcher::Config::default(),
-            |mca| Some(ObjectRef::<ClusterManagementAddOn>::new(&mca.name_any())),
-        )
+        .watches_stream(addon_changes, |mca| {
+            Some(ObjectRef::<ClusterManagementAddOn>::new(&mca.name_any()))
+        })
         .watches(
             Api::<PlacementDecision>::all(client.clone()),
             watcher::Config::default().labels(PLACEMENT_LABEL),
@@ -131,6 +161,8 @@ pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options)
         );
     let context = Arc::new(Context {
         client,
+        addons,
+        unseen: UnseenWrites::default(),
         plugins,
         options,
     });

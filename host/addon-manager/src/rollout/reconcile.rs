@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  deleting, or lifecycle not ours ─▶ nothing
-//!  read: the add-on's ManagedClusterAddOns, each install placement (missing? decisions,
+//!  read: the add-on's ManagedClusterAddOns (cache), each install placement (missing? decisions,
 //!        groups, clustersPerDecisionGroup), every config they may use (hash, generation)
 //!  plan purely (flotilla_core::addon::rollout::plan_configuration), the serving plugin
 //!        revision its AddOnPlugin serves
@@ -12,9 +12,10 @@
 //!  requeue at the nearest progressDeadline / minSuccessTime end
 //! ```
 //!
-//! Reads go to the API server (not a cache), so a batch is always planned from the states the
-//! previous reconcile wrote: a rollout never has more add-ons in flight than its strategy
-//! allows because of a stale read.
+//! The add-ons come from the controller's cache, but a batch is planned only once the cache
+//! shows every write of the previous reconciles (`UnseenWrites`): a rollout never has more
+//! add-ons in flight than its strategy allows because of a stale read. Other controllers'
+//! writes seen late only make an add-on look in flight a little longer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -40,6 +41,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::Context;
@@ -121,13 +123,18 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
     }
     let name = cma.name_any();
     let client = &ctx.client;
-    let addons: Vec<ManagedClusterAddOn> = Api::<ManagedClusterAddOn>::all(client.clone())
-        .list(&ListParams::default().fields(&format!("metadata.name={name}")))
-        .await
-        .map_err(error::read(format!("ManagedClusterAddOns {name}")))?
-        .items
-        .into_iter()
-        .filter(|a| a.meta().deletion_timestamp.is_none())
+    // A batch is planned only from states that include this controller's own last writes.
+    if !flotilla_kube::controller::cache_ready(&ctx.addons)
+        || ctx.unseen.pending(&ctx.addons, |addon| addon.name == name)
+    {
+        return Ok(Action::requeue(crate::CACHE_WAIT));
+    }
+    let addons: Vec<ManagedClusterAddOn> = ctx
+        .addons
+        .state()
+        .iter()
+        .filter(|a| a.name_any() == name && a.meta().deletion_timestamp.is_none())
+        .map(|a| ManagedClusterAddOn::clone(a))
         .collect();
 
     // Placements count only for the Placements install strategy, as in OCM.
@@ -234,16 +241,37 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         let revision = plan.revisions.get(cluster).cloned();
         if desired != current || revision.is_some() {
             let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
-            let addon = addon.clone();
+            let (addon, unseen) = (addon.clone(), &ctx.unseen);
             writes.push(async move {
-                if desired != current {
-                    flotilla_kube::status::patch_if_changed(&api, &addon, Some(&current), &desired).await?;
+                let mut stale = vec![addon.resource_version()];
+                let mut wrote = false;
+                let result: Result<()> = async {
+                    if desired != current
+                        && let Some(written) = flotilla_kube::status::patch_written_if_changed(
+                            &api,
+                            &addon,
+                            Some(&current),
+                            &desired,
+                        )
+                        .await?
+                    {
+                        stale.push(written.resource_version());
+                        wrote = true;
+                    }
+                    // The configs first: the deploy renders a released revision with released configs.
+                    if let Some(revision) = revision {
+                        release_revision(&api, &addon, &revision).await?;
+                        wrote = true;
+                    }
+                    Ok(())
                 }
-                // The configs first: the deploy renders a released revision with released configs.
-                match revision {
-                    Some(revision) => release_revision(&api, &addon, &revision).await,
-                    None => Ok(()),
+                .await;
+                // What was written (the status may have landed before the annotation failed)
+                // is waited for before the next plan.
+                if wrote {
+                    unseen.record(ObjectRef::from_obj(&addon), stale);
                 }
+                result
             });
         }
     }
