@@ -90,27 +90,32 @@ where
         .collect()
 }
 
-/// A controller's ManagedClusterAddOn watch: fills a store of every add-on (managed fields
-/// dropped) and yields an add-on only when `inputs`, a hash of the part of it that controller
-/// reads, changed. Four controllers write an add-on's status, each its own part; without this,
-/// every write woke all four for nothing, which on a thousand clusters was most of the hub's
-/// work and most of its status-write conflicts.
-pub(crate) fn addon_triggers(
+/// A controller's ManagedClusterAddOn watch (`K`: the add-ons, or their metadata alone): fills
+/// a store of every add-on (managed fields dropped) and yields an add-on only when `inputs`, a
+/// hash of the part of it that controller reads, changed, or when it is deleted ([`changes`]).
+/// Four controllers write an add-on's status, each its own part; without this, every write
+/// woke all of them for nothing, which on a thousand clusters was most of the hub's work and
+/// most of its status-write conflicts.
+pub(crate) fn addon_triggers<K>(
     client: &Client,
-    inputs: fn(&flotilla_api::addon::v1alpha1::ManagedClusterAddOn) -> Option<u64>,
+    inputs: fn(&K) -> Option<u64>,
 ) -> (
-    kube::runtime::reflector::Store<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
-    impl futures::Stream<
-        Item = Result<flotilla_api::addon::v1alpha1::ManagedClusterAddOn, kube::runtime::watcher::Error>,
-    > + Send
-    + 'static,
-) {
+    kube::runtime::reflector::Store<K>,
+    impl futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static,
+)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
     use kube::ResourceExt as _;
     use kube::runtime::{WatchStreamExt as _, reflector, watcher};
     let (store, writer) = reflector::store();
-    let addons: kube::Api<flotilla_api::addon::v1alpha1::ManagedClusterAddOn> =
-        kube::Api::all(client.clone());
-    let events = watcher(addons, watcher::Config::default())
+    let events = watcher(kube::Api::<K>::all(client.clone()), watcher::Config::default())
         .default_backoff()
         .modify(|addon| addon.managed_fields_mut().clear())
         .reflect(writer);
@@ -272,7 +277,7 @@ pub(crate) fn cluster_cache(
     + Send
     + 'static,
 ) {
-    cache(kube::Api::all(client.clone()), slim)
+    cache(kube::Api::all(client.clone()), Default::default(), slim)
 }
 
 /// A controller's own cache of ClusterManagementAddOns (managed fields dropped) and the stream
@@ -286,13 +291,31 @@ pub(crate) fn cma_cache(
     > + Send
     + 'static,
 ) {
-    cache(kube::Api::all(client.clone()), |cma| {
+    cache(kube::Api::all(client.clone()), Default::default(), |cma| {
         kube::ResourceExt::managed_fields_mut(cma).clear()
     })
 }
 
+/// The add-ons' works (those with the add-on label), each kept as `slim` leaves it, and the
+/// stream of those that changed, as [`cluster_cache`]: what deploy and health read instead of a
+/// LIST per reconcile, each trimmed to its own needs.
+pub(crate) fn works_cache(
+    client: &Client,
+    slim: fn(&mut flotilla_api::work::v1::ManifestWork),
+) -> (
+    kube::runtime::reflector::Store<flotilla_api::work::v1::ManifestWork>,
+    impl futures::Stream<Item = Result<flotilla_api::work::v1::ManifestWork, kube::runtime::watcher::Error>>
+    + Send
+    + 'static,
+) {
+    let config =
+        kube::runtime::watcher::Config::default().labels(flotilla_api::addon::consts::ADDON_NAME_LABEL);
+    cache(kube::Api::all(client.clone()), config, slim)
+}
+
 fn cache<K>(
     api: kube::Api<K>,
+    config: kube::runtime::watcher::Config,
     slim: fn(&mut K),
 ) -> (
     kube::runtime::reflector::Store<K>,
@@ -309,7 +332,7 @@ where
 {
     use kube::runtime::{WatchStreamExt as _, reflector, watcher};
     let (store, writer) = reflector::store();
-    let stream = reflector(writer, watcher(api, watcher::Config::default()).modify(slim)).touched_objects();
+    let stream = reflector(writer, watcher(api, config).default_backoff().modify(slim)).touched_objects();
     (store, stream)
 }
 

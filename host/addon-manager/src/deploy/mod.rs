@@ -29,7 +29,7 @@ use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn}
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::ManifestWork;
-use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -111,17 +111,7 @@ pub(crate) async fn run(
     // The clusters and CMAs a reconcile reads come from these caches, not a GET each time.
     let (clusters, cluster_stream) = crate::cluster_cache(&client, crate::slim_cluster);
     let (cmas, cma_stream) = crate::cma_cache(&client);
-    let (works, work_writer) = reflector::store();
-    let work_stream = reflector(
-        work_writer,
-        watcher(
-            Api::<ManifestWork>::all(client.clone()),
-            watcher::Config::default().labels(ADDON_NAME_LABEL),
-        )
-        .default_backoff()
-        .modify(slim_work),
-    )
-    .touched_objects();
+    let (works, work_stream) = crate::works_cache(&client, slim_work);
     let controller = controller
         .watches_stream(work_stream, |work| {
             let addon = work.labels().get(ADDON_NAME_LABEL)?;

@@ -29,7 +29,7 @@ use flotilla_api::work::v1::{
 use flotilla_core::addon::health::{Prober, keep_for_assess};
 use flotilla_core::addon::works::ProbeFeedback;
 use flotilla_wasm::types::{self, HealthMode};
-use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -147,16 +147,7 @@ pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options)
     let (clusters, cluster_stream) = crate::cluster_cache(&client, crate::cluster_with_conditions);
     let (cmas, cma_stream) = crate::cma_cache(&client);
     // The add-ons' works, trimmed to what the assessment reads, instead of a LIST per reconcile.
-    let (works, work_writer) = reflector::store();
-    let work_stream = reflector(
-        work_writer,
-        watcher(
-            Api::<ManifestWork>::all(client.clone()),
-            watcher::Config::default().labels(ADDON_NAME_LABEL),
-        )
-        .modify(keep_for_assess),
-    )
-    .touched_objects();
+    let (works, work_stream) = crate::works_cache(&client, keep_for_assess);
     let controller = controller
         .watches_stream(work_stream, |work| {
             let addon = work.labels().get(ADDON_NAME_LABEL)?;

@@ -80,15 +80,7 @@ pub(crate) async fn run(client: Client, options: Options) {
         .modify(|c| c.managed_fields_mut().clear()),
     )
     .touched_objects();
-    let (addons, addon_writer) = reflector::store();
-    let addon_events = watcher(
-        Api::<PartialObjectMeta<ManagedClusterAddOn>>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .modify(|a| a.managed_fields_mut().clear())
-    .reflect(addon_writer);
-    let addon_changes = crate::changes(addon_events, install_inputs);
+    let (addons, addon_changes) = crate::addon_triggers(&client, install_inputs);
     let controller = controller
         // Drives the cluster cache; a cluster alone changes no install plan.
         .watches_stream(cluster_stream, |_| None::<ObjectRef<ClusterManagementAddOn>>)

@@ -31,8 +31,8 @@ use flotilla_api::addon::v1alpha1::{
 use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 
 use crate::configs::ADC_RESOURCE;
@@ -90,15 +90,7 @@ pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options)
         controller.store(),
         controller.store(),
     );
-    let (addons, writer) = reflector::store();
-    let addon_events = watcher(
-        Api::<ManagedClusterAddOn>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .modify(|a| a.managed_fields_mut().clear())
-    .reflect(writer);
-    let addon_changes = crate::changes(addon_events, rollout_inputs);
+    let (addons, addon_changes) = crate::addon_triggers(&client, rollout_inputs);
     let controller = controller
         .watches_stream(addon_changes, |mca| {
             Some(ObjectRef::<ClusterManagementAddOn>::new(&mca.name_any()))
