@@ -192,22 +192,217 @@ where
         }
     }
 
-    /// Whether `store` still shows an object that `of` selects as it was before a recorded
-    /// write; writes the cache has caught up with are forgotten.
+    /// Whether an object that `of` selects is still seen (its resourceVersion as `version`
+    /// gives it) as it was before a recorded write; writes seen since are forgotten.
     pub(crate) fn pending(
         &self,
-        store: &kube::runtime::reflector::Store<K>,
+        version: impl Fn(&kube::runtime::reflector::ObjectRef<K>) -> Option<String>,
         of: impl Fn(&kube::runtime::reflector::ObjectRef<K>) -> bool,
     ) -> bool {
         let Ok(mut unseen) = self.0.lock() else {
             return false;
         };
         unseen.retain(|key, write| {
-            let version = store.get(key).and_then(|o| o.meta().resource_version.clone());
-            write.at.elapsed() < UNSEEN_FOR_AT_MOST && write.stale.contains(&version)
+            write.at.elapsed() < UNSEEN_FOR_AT_MOST && write.stale.contains(&version(key))
         });
         unseen.keys().any(of)
     }
+}
+
+/// The resourceVersion of `key` in `store` (None: absent), for [`UnseenWrites::pending`].
+pub(crate) fn version_in<K>(
+    store: &kube::runtime::reflector::Store<K>,
+    key: &kube::runtime::reflector::ObjectRef<K>,
+) -> Option<String>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.get(key).and_then(|o| o.meta().resource_version.clone())
+}
+
+/// The add-ons as this process last wrote them, until the watches show it. Four controllers
+/// write each add-on's status, each from its own cache; one whose cache was still behind
+/// another's write sent a patch the apiserver refused (409), and reconciled again: on a
+/// thousand new add-ons that was a conflict for every second status write. A reconcile takes
+/// its add-on through [`LatestWrites::latest`] instead, so its patch starts from the state the
+/// last write left. A write of someone else (the klusterlet) still ends in a conflict, which
+/// forgets what was recorded ([`LatestWrites::forget`]).
+pub(crate) struct LatestWrites<K: kube::Resource<DynamicType = ()>>(std::sync::Mutex<Latest<K>>);
+
+/// The last writes by object, and the size at which expired ones are swept next.
+struct Latest<K: kube::Resource<DynamicType = ()>> {
+    writes: std::collections::HashMap<kube::runtime::reflector::ObjectRef<K>, Written<K>>,
+    sweep_at: usize,
+}
+
+/// One object as last written: the resourceVersions it replaced, and when.
+struct Written<K> {
+    outdated: Vec<String>,
+    object: Arc<K>,
+    at: std::time::Instant,
+}
+
+impl<K: kube::Resource<DynamicType = ()>> Default for LatestWrites<K> {
+    fn default() -> Self {
+        Self(std::sync::Mutex::new(Latest {
+            writes: std::collections::HashMap::new(),
+            sweep_at: 64,
+        }))
+    }
+}
+
+impl<K> LatestWrites<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    /// Records `written`, the object as returned by a write made from resourceVersion `base`.
+    pub(crate) fn record(&self, base: Option<String>, written: K) {
+        let key = kube::runtime::reflector::ObjectRef::from_obj(&written);
+        let Ok(mut latest) = self.0.lock() else {
+            return;
+        };
+        let mut outdated: Vec<String> = match latest.writes.remove(&key) {
+            Some(before) if before.at.elapsed() < UNSEEN_FOR_AT_MOST => {
+                let mut outdated = before.outdated;
+                outdated.extend(before.object.meta().resource_version.clone());
+                outdated
+            }
+            _ => Vec::new(),
+        };
+        outdated.extend(base);
+        latest.writes.insert(
+            key,
+            Written {
+                outdated,
+                object: Arc::new(written),
+                at: std::time::Instant::now(),
+            },
+        );
+        if latest.writes.len() >= latest.sweep_at {
+            latest.writes.retain(|_, w| w.at.elapsed() < UNSEEN_FOR_AT_MOST);
+            latest.sweep_at = (2 * latest.writes.len()).max(64);
+        }
+    }
+
+    /// `cached`, or the state this process wrote since if the cache is behind it.
+    pub(crate) fn latest(&self, cached: Arc<K>) -> Arc<K> {
+        let key = kube::runtime::reflector::ObjectRef::from_obj(cached.as_ref());
+        let Ok(mut latest) = self.0.lock() else {
+            return cached;
+        };
+        let Some(written) = latest.writes.get(&key) else {
+            return cached;
+        };
+        let version = cached.meta().resource_version.as_ref();
+        if written.at.elapsed() < UNSEEN_FOR_AT_MOST && version.is_some_and(|v| written.outdated.contains(v))
+        {
+            return Arc::clone(&written.object);
+        }
+        if written.at.elapsed() >= UNSEEN_FOR_AT_MOST
+            || version == written.object.meta().resource_version.as_ref()
+        {
+            // The cache caught up (or the write is too old to matter).
+            latest.writes.remove(&key);
+        }
+        cached
+    }
+
+    /// Forgets the writes of `object`: a conflict showed someone else wrote it since.
+    pub(crate) fn forget(&self, object: &kube::runtime::reflector::ObjectRef<K>) {
+        if let Ok(mut latest) = self.0.lock() {
+            latest.writes.remove(object);
+        }
+    }
+}
+
+/// What the controllers that write add-ons share: whose turn it is on each add-on, and each
+/// add-on as last written.
+#[derive(Default)]
+pub(crate) struct SharedWrites {
+    pub(crate) turns: Turns<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
+    pub(crate) latest: LatestWrites<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
+}
+
+impl SharedWrites {
+    /// Waits for the turn on `addon` (held as long as the guard), then gives its latest state.
+    pub(crate) async fn turn(
+        &self,
+        addon: Arc<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
+    ) -> (
+        tokio::sync::OwnedMutexGuard<()>,
+        Arc<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
+    ) {
+        let turn = self
+            .turns
+            .take(&kube::runtime::reflector::ObjectRef::from_obj(addon.as_ref()))
+            .await;
+        (turn, self.latest.latest(addon))
+    }
+}
+
+/// The add-on writes every controller shares ([`SharedWrites`]).
+pub(crate) type AddonWrites = Arc<SharedWrites>;
+
+/// One turn at a time per object: the controllers that write an add-on's status take their
+/// turn on it ([`Turns::take`]) before they read it, so each starts from the state the one
+/// before it wrote ([`LatestWrites::latest`]) instead of racing it to a conflict.
+pub(crate) struct Turns<K: kube::Resource<DynamicType = ()>>(
+    std::sync::Mutex<
+        std::collections::HashMap<kube::runtime::reflector::ObjectRef<K>, Arc<tokio::sync::Mutex<()>>>,
+    >,
+);
+
+impl<K: kube::Resource<DynamicType = ()>> Default for Turns<K> {
+    fn default() -> Self {
+        Self(std::sync::Mutex::new(std::collections::HashMap::new()))
+    }
+}
+
+impl<K> Turns<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    /// Waits for the turn on `object`; it lasts as long as the returned guard.
+    pub(crate) async fn take(
+        &self,
+        object: &kube::runtime::reflector::ObjectRef<K>,
+    ) -> tokio::sync::OwnedMutexGuard<()> {
+        let turn = {
+            let Ok(mut turns) = self.0.lock() else {
+                return Arc::new(tokio::sync::Mutex::new(())).lock_owned().await;
+            };
+            // Turns nobody holds or waits for are dropped, so the map stays as small as the
+            // work in flight.
+            turns.retain(|_, turn| Arc::strong_count(turn) > 1);
+            Arc::clone(turns.entry(object.clone()).or_default())
+        };
+        turn.lock_owned().await
+    }
+}
+
+/// Patches the status of `addon` to `desired` if it changed (see
+/// [`flotilla_kube::status::patch_written_if_changed`]), recording the write in `writes`, or
+/// forgetting what was recorded when the add-on changed since it was read.
+pub(crate) async fn patch_addon_status(
+    writes: &AddonWrites,
+    api: &kube::Api<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
+    addon: &flotilla_api::addon::v1alpha1::ManagedClusterAddOn,
+    desired: &flotilla_api::addon::v1alpha1::ManagedClusterAddOnStatus,
+) -> flotilla_kube::Result<Option<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>> {
+    let result =
+        flotilla_kube::status::patch_written_if_changed(api, addon, addon.status.as_ref(), desired).await;
+    match &result {
+        Ok(Some(written)) => writes
+            .latest
+            .record(addon.metadata.resource_version.clone(), written.clone()),
+        Err(e) if flotilla_kube::backoff::status_code(e) == Some(409) => {
+            writes
+                .latest
+                .forget(&kube::runtime::reflector::ObjectRef::from_obj(addon));
+        }
+        _ => {}
+    }
+    result
 }
 
 /// How soon a reconcile that found a cache still listing runs again.
@@ -419,18 +614,90 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     // Every controller finds an add-on's plugin through this one value (`Plugins::for_addon`).
     let plugins = Arc::new(Plugins::new(registry));
     let configs = Arc::new(configs::ReleasedConfigs::default());
+    let writes = AddonWrites::default();
     futures::join!(
         plugin::run(client.clone(), Arc::clone(&plugins), options.clone()),
         install::run(client.clone(), options.clone()),
-        rollout::run(client.clone(), Arc::clone(&plugins), options.clone()),
+        rollout::run(
+            client.clone(),
+            Arc::clone(&plugins),
+            Arc::clone(&writes),
+            options.clone()
+        ),
         registration::run(
             client.clone(),
             Arc::clone(&plugins),
             Arc::clone(&configs),
+            Arc::clone(&writes),
             options.clone()
         ),
         csr::run(client.clone(), Arc::clone(&plugins), options.clone()),
-        deploy::run(client.clone(), Arc::clone(&plugins), configs, options.clone()),
-        health::run(client, plugins, options),
+        deploy::run(
+            client.clone(),
+            Arc::clone(&plugins),
+            configs,
+            Arc::clone(&writes),
+            options.clone()
+        ),
+        health::run(client, plugins, writes, options),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use flotilla_api::addon::v1alpha1::{ManagedClusterAddOn, ManagedClusterAddOnSpec};
+    use kube::ResourceExt as _;
+    use kube::runtime::reflector::ObjectRef;
+
+    use super::LatestWrites;
+
+    fn addon(version: &str) -> Arc<ManagedClusterAddOn> {
+        let mut addon = ManagedClusterAddOn::new("hello", ManagedClusterAddOnSpec::default());
+        addon.metadata.namespace = Some("cluster1".into());
+        addon.metadata.resource_version = Some(version.into());
+        Arc::new(addon)
+    }
+
+    fn version(addon: &ManagedClusterAddOn) -> String {
+        addon.resource_version().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_cache_behind_the_writes_gives_the_last_one() {
+        let writes = LatestWrites::default();
+        writes.record(Some("1".into()), ManagedClusterAddOn::clone(&addon("2")));
+        writes.record(Some("2".into()), ManagedClusterAddOn::clone(&addon("3")));
+        assert_eq!(version(&writes.latest(addon("1"))), "3");
+        assert_eq!(version(&writes.latest(addon("2"))), "3");
+    }
+
+    #[test]
+    fn a_cache_that_caught_up_or_moved_on_is_its_own_answer() {
+        let writes = LatestWrites::default();
+        writes.record(Some("1".into()), ManagedClusterAddOn::clone(&addon("2")));
+        // Someone else wrote after us: the cache knows better.
+        assert_eq!(version(&writes.latest(addon("7"))), "7");
+        // Caught up: the record is dropped, so an old version no longer maps to it.
+        assert_eq!(version(&writes.latest(addon("2"))), "2");
+        assert_eq!(version(&writes.latest(addon("1"))), "1");
+    }
+
+    #[test]
+    fn a_conflict_forgets_the_writes() {
+        let writes = LatestWrites::default();
+        writes.record(Some("1".into()), ManagedClusterAddOn::clone(&addon("2")));
+        writes.forget(&ObjectRef::from_obj(addon("1").as_ref()));
+        assert_eq!(version(&writes.latest(addon("1"))), "1");
+    }
+
+    #[test]
+    fn writes_of_other_objects_do_not_mix() {
+        let writes = LatestWrites::default();
+        writes.record(Some("1".into()), ManagedClusterAddOn::clone(&addon("2")));
+        let mut other = ManagedClusterAddOn::clone(&addon("1"));
+        other.metadata.namespace = Some("cluster2".into());
+        assert_eq!(version(&writes.latest(Arc::new(other))), "1");
+    }
 }

@@ -191,6 +191,64 @@ async fn await_works(
     anyhow::bail!("the work watch ended")
 }
 
+/// With `BENCH_TIMELINE` set, prints every second how far the add-ons of `addon` got: created,
+/// configs released (`configReferences`), plugin revision released, works: where the time
+/// goes. Off by default, as its watches add to this process's CPU figure.
+fn start_timeline(client: &Client, addon: &'static str) {
+    use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
+    use flotilla_core::addon::revision::AddonRevisions;
+    use kube::runtime::reflector;
+    if std::env::var_os("BENCH_TIMELINE").is_none() {
+        return;
+    }
+    let (addons, writer) = reflector::store();
+    let events = watcher(
+        Api::<ManagedClusterAddOn>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .reflect(writer)
+    .for_each(|_| async {});
+    let (works, writer) = reflector::store();
+    let selector = format!("{ADDON_LABEL}={addon}");
+    let work_events = watcher(
+        Api::<ManifestWork>::all(client.clone()),
+        watcher::Config::default().labels(&selector),
+    )
+    .reflect(writer)
+    .for_each(|_| async {});
+    tokio::spawn(events);
+    tokio::spawn(work_events);
+    tokio::spawn(async move {
+        let started = Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let state: Vec<_> = addons
+                .state()
+                .into_iter()
+                .filter(|a| a.name_any() == addon)
+                .collect();
+            let released = state
+                .iter()
+                .filter(|a| a.status.as_ref().is_some_and(|s| !s.config_references.is_empty()))
+                .count();
+            let revision = state
+                .iter()
+                .filter(|a| {
+                    AddonRevisions::from_annotations(a.metadata.annotations.as_ref())
+                        .released
+                        .is_some()
+                })
+                .count();
+            println!(
+                "  {:>5.1} s: add-ons {}, configs released {released}, revision released {revision}, works {}",
+                started.elapsed().as_secs_f64(),
+                state.len(),
+                works.state().len()
+            );
+        }
+    });
+}
+
 /// Seconds spent in plugin `manifests()` calls so far, from the plugin host's metrics.
 fn plugin_seconds(registry: &PluginRegistry) -> f64 {
     registry
@@ -336,6 +394,7 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    start_timeline(&client, "hello-1");
     let usage = Usage::start(&registry);
     install(&client, "hello-1").await?;
     await_works(&client, &format!("{ADDON_LABEL}=hello-1"), |seen| {

@@ -51,6 +51,8 @@ pub(crate) struct Context {
     pub(crate) plugins: Arc<Plugins>,
     /// Released config objects, read once for all add-ons.
     pub(crate) configs: Arc<ReleasedConfigs>,
+    /// The add-ons as the controllers last wrote them.
+    pub(crate) writes: crate::AddonWrites,
     pub(crate) options: Options,
     /// Bounds the plugin calls in flight ([`Options::max_concurrent_renders`]).
     pub(crate) renders: tokio::sync::Semaphore,
@@ -102,6 +104,7 @@ pub(crate) async fn run(
     client: Client,
     plugins: Arc<Plugins>,
     configs: Arc<ReleasedConfigs>,
+    writes: crate::AddonWrites,
     options: Options,
 ) {
     let (addons, addon_changes) = crate::addon_triggers(&client, deploy_inputs);
@@ -139,6 +142,7 @@ pub(crate) async fn run(
         unseen: UnseenWrites::default(),
         plugins,
         configs,
+        writes,
         renders: tokio::sync::Semaphore::new(options.max_concurrent_renders.max(1)),
         rendered: std::sync::Mutex::new(Rendered::new()),
         options,

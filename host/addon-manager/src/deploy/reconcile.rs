@@ -108,6 +108,8 @@ fn holds(existing: &Value, desired: &Value) -> bool {
 
 /// Renders, applies and reports one ManagedClusterAddOn.
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
+    // Its turn first, so it starts from the other controllers' last writes of it.
+    let (_turn, mut addon) = ctx.writes.turn(addon).await;
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let requeue = Action::requeue(ctx.options.resync);
     let deleting = addon.meta().deletion_timestamp.is_some();
@@ -128,9 +130,10 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     }
     // The works come from the cache: until it shows this controller's last writes of them,
     // the add-on waits (the work watch brings it back; the requeue bounds the wait).
-    if ctx.unseen.pending(&ctx.works, |w| {
-        w.namespace.as_deref() == Some(namespace.as_str()) && deploy_work_index(&name, &w.name).is_some()
-    }) {
+    if ctx.unseen.pending(
+        |w| crate::version_in(&ctx.works, w),
+        |w| w.namespace.as_deref() == Some(namespace.as_str()) && deploy_work_index(&name, &w.name).is_some(),
+    ) {
         return Ok(Action::requeue(crate::CACHE_WAIT));
     }
     let cluster = ctx.clusters.get(&ObjectRef::new(&namespace));
@@ -166,8 +169,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
             // Say why and keep the works as they are; the retry picks up a template created later.
             let mut status = addon.status.clone().unwrap_or_default();
             set(&mut status, manifests_not_rendered(&message), Timestamp::now());
-            flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
-                .await?;
+            crate::patch_addon_status(&ctx.writes, &api, &addon, &status).await?;
             return Ok(Action::requeue(ctx.options.retry));
         }
     };
@@ -215,10 +217,13 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         ..desired_status.clone()
     } == status;
     if configs_released(&desired_status) || !only_supported_configs {
-        flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired_status)
-            .await?;
+        let written = crate::patch_addon_status(&ctx.writes, &api, &addon, &desired_status).await?;
+        // The annotation patch below starts from the status just written.
+        if let Some(written) = written {
+            addon = Arc::new(written);
+        }
     }
-    record_applied_revision(&api, &addon, applied.as_deref()).await?;
+    record_applied_revision(&ctx.writes, &api, &addon, applied.as_deref()).await?;
     outcome?;
     if deleting {
         // Waiting for the hook: its work's status wakes this reconcile, the retry bounds it.
@@ -235,6 +240,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
 /// Records `applied` as the plugin revision the add-on's works applied, when it is new (a
 /// merge patch of that one annotation: the rollout controller writes the released one).
 async fn record_applied_revision(
+    writes: &crate::AddonWrites,
     api: &Api<ManagedClusterAddOn>,
     addon: &ManagedClusterAddOn,
     applied: Option<&str>,
@@ -246,13 +252,15 @@ async fn record_applied_revision(
         return Ok(());
     }
     let patch = serde_json::json!({"metadata": {"annotations": {APPLIED_REVISION_ANNOTATION: applied}}});
-    api.patch(&addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+    let written = api
+        .patch(&addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(error::write(format!(
             "applied plugin revision of ManagedClusterAddOn {}/{}",
             addon.namespace().unwrap_or_default(),
             addon.name_any()
         )))?;
+    writes.latest.record(addon.resource_version(), written);
     Ok(())
 }
 

@@ -46,6 +46,8 @@ pub(crate) struct Context {
     /// Add-on works, trimmed ([`keep_for_assess`]).
     pub(crate) works: Store<ManifestWork>,
     pub(crate) plugins: Arc<Plugins>,
+    /// The add-ons as the controllers last wrote them.
+    pub(crate) writes: crate::AddonWrites,
     pub(crate) options: Options,
 }
 
@@ -138,7 +140,7 @@ fn health_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
+pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, writes: crate::AddonWrites, options: Options) {
     let (addons, addon_changes) = crate::addon_triggers(&client, health_inputs);
     let controller =
         Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
@@ -172,6 +174,7 @@ pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options)
         cmas,
         works,
         plugins,
+        writes,
         options,
     });
     flotilla_kube::controller::run("addon-health", controller, reconcile::reconcile, context).await;

@@ -28,6 +28,8 @@ use crate::plugins::Served;
 
 /// Checks one add-on's health (see the module docs).
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
+    // Its turn first, so it starts from the other controllers' last writes of it.
+    let (_turn, addon) = ctx.writes.turn(addon).await;
     if addon.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
@@ -96,7 +98,10 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         conditions::set(&mut desired.conditions, condition, Timestamp::now());
     }
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
-    if flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &desired).await? {
+    if crate::patch_addon_status(&ctx.writes, &api, &addon, &desired)
+        .await?
+        .is_some()
+    {
         tracing::debug!(addon = %name, cluster = %namespace, "health status updated");
     }
     Ok(Action::requeue(ctx.options.resync))

@@ -47,6 +47,8 @@ pub(crate) struct Context {
     pub(crate) plugins: Arc<Plugins>,
     /// Released config objects, read once for all add-ons.
     pub(crate) configs: Arc<ReleasedConfigs>,
+    /// The add-ons as the controllers last wrote them.
+    pub(crate) writes: crate::AddonWrites,
     pub(crate) options: Options,
     /// When each add-on's hub permissions were last applied, and from which inputs.
     pub(crate) applied: std::sync::Mutex<Applied>,
@@ -92,6 +94,7 @@ pub(crate) async fn run(
     client: Client,
     plugins: Arc<Plugins>,
     configs: Arc<ReleasedConfigs>,
+    writes: crate::AddonWrites,
     options: Options,
 ) {
     let (addons, addon_changes) = crate::addon_triggers(&client, registration_inputs);
@@ -121,6 +124,7 @@ pub(crate) async fn run(
         cmas,
         plugins,
         configs,
+        writes,
         options,
         applied: std::sync::Mutex::new(Applied::new()),
     });

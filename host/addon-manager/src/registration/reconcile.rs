@@ -39,6 +39,8 @@ pub(crate) const PERMISSIONS_FIELD_MANAGER: &str = "addon-manager-registration";
 
 /// Registers one ManagedClusterAddOn (see the module docs).
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
+    // Its turn first, so it starts from the other controllers' last writes of it.
+    let (_turn, addon) = ctx.writes.turn(addon).await;
     if addon.meta().deletion_timestamp.is_some() {
         if let Ok(mut applied) = ctx.applied.lock() {
             applied.remove(&addon.uid().unwrap_or_default());
@@ -67,8 +69,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         Served::By(plugin) => plugin,
         Served::Pending(message) | Served::Unavailable(message) => {
             set(&mut status, permission_pending(message), now);
-            flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status)
-                .await?;
+            crate::patch_addon_status(&ctx.writes, &api, &addon, &status).await?;
             // The AddOnPlugin watch (or the rollout's configReferences) brings the add-on back
             // once something serves it; the retry covers a template created later.
             return Ok(Action::requeue(ctx.options.retry));
@@ -124,7 +125,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
             set(&mut status, condition, now);
         }
     }
-    flotilla_kube::status::patch_if_changed(&api, addon.as_ref(), addon.status.as_ref(), &status).await?;
+    crate::patch_addon_status(&ctx.writes, &api, &addon, &status).await?;
     outcome?;
     Ok(Action::requeue(ctx.options.resync))
 }
@@ -189,14 +190,6 @@ async fn permissions(
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let (cluster_input, addon_input) =
         plugin_inputs(cluster, addon, install_namespace).map_err(Failure::Refused)?;
-    // The same inputs to the same plugin revision give the same permissions: they are applied
-    // again only when an input changed, or once they are half a resync old (which repairs a
-    // hand edit at the next resync, as before), not at every wake-up of the add-on.
-    let uid = addon.uid().unwrap_or_default();
-    let key = crate::fingerprint(&[&plugin.digest(), &cluster_input, &addon_input, &regs]);
-    if applied_recently(ctx, &uid, key) {
-        return Ok(());
-    }
     let objects = plugin
         .hub_permissions(&cluster_input, &addon_input)
         .await
@@ -210,7 +203,7 @@ async fn permissions(
         "name": name,
         "uid": addon.uid().unwrap_or_default(),
     });
-    let mut keep = BTreeSet::new();
+    let mut desired = Vec::with_capacity(objects.len());
     for mut object in objects {
         let kind = object
             .get("kind")
@@ -232,6 +225,19 @@ async fn permissions(
         if let Some(labels) = labels.as_object_mut() {
             labels.insert(ADDON_NAME_LABEL.into(), json!(name));
         }
+        desired.push((kind, object_name, object));
+    }
+    // The same permissions are applied (and the stale ones pruned, two LISTs) again only when
+    // the plugin's answer changed, or once they are half a resync old (which repairs a hand
+    // edit at the next resync), not at every wake-up of the add-on: the inputs change with
+    // every annotation the rollout and deploy write, the answer seldom does.
+    let uid = addon.uid().unwrap_or_default();
+    let key = crate::fingerprint(&[&desired]);
+    if applied_recently(ctx, &uid, key) {
+        return Ok(());
+    }
+    let mut keep = BTreeSet::new();
+    for (kind, object_name, object) in desired {
         let params = PatchParams::apply(PERMISSIONS_FIELD_MANAGER).force();
         let what = format!("{kind} {namespace}/{object_name}");
         match kind.as_str() {
@@ -247,9 +253,16 @@ async fn permissions(
         .map_err(|e| Failure::Kube(error::write(what)(e)))?;
         keep.insert((kind, object_name));
     }
-    prune(&ctx.client, &namespace, &name, &keep)
-        .await
-        .map_err(Failure::Kube)?;
+    // An add-on never registered has no permissions of its own to prune but what this apply
+    // just wrote (the two LISTs were a tenth of a new add-on's requests). One that wrote them
+    // and failed before its status said so is pruned at the next periodic apply.
+    let current = addon.status.as_ref().map_or(&[][..], |s| s.conditions.as_slice());
+    let never_registered = conditions::find(current, mca::CONDITION_REGISTRATION_APPLIED).is_none();
+    if !never_registered {
+        prune(&ctx.client, &namespace, &name, &keep)
+            .await
+            .map_err(Failure::Kube)?;
+    }
     remember_applied(ctx, uid, key);
     Ok(())
 }

@@ -51,6 +51,8 @@ pub(crate) struct Context {
     pub(crate) unseen: UnseenWrites<ManagedClusterAddOn>,
     /// The serving plugin revisions (what the deploy controller renders with).
     pub(crate) plugins: Arc<Plugins>,
+    /// The add-ons as the controllers last wrote them.
+    pub(crate) writes: crate::AddonWrites,
     pub(crate) options: Options,
 }
 
@@ -79,7 +81,7 @@ fn names_placement(cma: &ClusterManagementAddOn, namespace: &str, name: &str) ->
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
+pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, writes: crate::AddonWrites, options: Options) {
     let controller = Controller::new(
         Api::<ClusterManagementAddOn>::all(client.clone()),
         watcher::Config::default(),
@@ -156,6 +158,7 @@ pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options)
         addons,
         unseen: UnseenWrites::default(),
         plugins,
+        writes,
         options,
     });
     flotilla_kube::controller::run("addon-rollout", controller, reconcile::reconcile, context).await;

@@ -101,9 +101,10 @@ async fn release_revision(
     api: &Api<ManagedClusterAddOn>,
     addon: &ManagedClusterAddOn,
     revision: &str,
-) -> Result<()> {
+) -> Result<ManagedClusterAddOn> {
     let patch = serde_json::json!({"metadata": {"annotations": {RELEASED_REVISION_ANNOTATION: revision}}});
-    api.patch(&addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+    let written = api
+        .patch(&addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(error::write(format!(
             "plugin revision of ManagedClusterAddOn {}/{}",
@@ -111,7 +112,7 @@ async fn release_revision(
             addon.name_any()
         )))?;
     tracing::info!(addon = %addon.name_any(), cluster = %addon.namespace().unwrap_or_default(), %revision, "plugin revision released");
-    Ok(())
+    Ok(written)
 }
 
 /// Releases configs to the add-ons of `cma` as its rollout strategies allow.
@@ -124,17 +125,26 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
     let name = cma.name_any();
     let client = &ctx.client;
     // A batch is planned only from states that include this controller's own last writes.
+    // The add-ons as last written here: the cache, unless it is behind a write of this process.
+    let latest = |cached| ctx.writes.latest.latest(cached);
+    let version = |key: &ObjectRef<ManagedClusterAddOn>| {
+        ctx.addons
+            .get(key)
+            .and_then(|cached| latest(cached).resource_version())
+    };
     if !flotilla_kube::controller::cache_ready(&ctx.addons)
-        || ctx.unseen.pending(&ctx.addons, |addon| addon.name == name)
+        || ctx.unseen.pending(version, |addon| addon.name == name)
     {
         return Ok(Action::requeue(crate::CACHE_WAIT));
     }
     let addons: Vec<ManagedClusterAddOn> = ctx
         .addons
         .state()
-        .iter()
-        .filter(|a| a.name_any() == name && a.meta().deletion_timestamp.is_none())
-        .map(|a| ManagedClusterAddOn::clone(a))
+        .into_iter()
+        .filter(|a| a.name_any() == name)
+        .map(latest)
+        .filter(|a| a.meta().deletion_timestamp.is_none())
+        .map(|a| ManagedClusterAddOn::clone(&a))
         .collect();
 
     // Placements count only for the Placements install strategy, as in OCM.
@@ -227,40 +237,59 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         let Some(update) = plan.addons.get(cluster) else {
             continue;
         };
-        let current = addon.status.clone().unwrap_or_default();
-        let mut desired = current.clone();
-        if let Some(references) = &update.references {
-            desired.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
-            if desired.config_references != current.config_references {
-                tracing::info!(addon = %name, %cluster, "configs released");
+        let references: Option<Vec<_>> = update
+            .references
+            .as_ref()
+            .map(|r| r.iter().map(config_reference_to_v1alpha1).collect());
+        let configured = update.configured.clone();
+        // The step for this add-on, on whichever state of it the write starts from.
+        let step = move |addon: &ManagedClusterAddOn| {
+            let current = addon.status.clone().unwrap_or_default();
+            let mut desired = current.clone();
+            if let Some(references) = &references {
+                desired.config_references = references.clone();
             }
-        }
-        if let Some(condition) = update.configured.clone() {
-            conditions::set(&mut desired.conditions, condition, now);
+            if let Some(condition) = configured.clone() {
+                conditions::set(&mut desired.conditions, condition, now);
+            }
+            (current, desired)
+        };
+        let (current, desired) = step(addon);
+        if desired.config_references != current.config_references {
+            tracing::info!(addon = %name, %cluster, "configs released");
         }
         let revision = plan.revisions.get(cluster).cloned();
         if desired != current || revision.is_some() {
             let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
-            let (addon, unseen) = (addon.clone(), &ctx.unseen);
+            let (planned, unseen, shared) = (addon.clone(), &ctx.unseen, &ctx.writes);
             writes.push(async move {
-                let mut stale = vec![addon.resource_version()];
+                // Its turn, then the add-on as last written: a write of another controller
+                // since the plan that changed nothing the plan read is built on, not raced.
+                let (_turn, latest) = shared.turn(Arc::new(planned.clone())).await;
+                let addon = if latest.resource_version() != planned.resource_version()
+                    && super::rollout_inputs(&latest) == super::rollout_inputs(&planned)
+                {
+                    ManagedClusterAddOn::clone(&latest)
+                } else {
+                    planned.clone()
+                };
+                let (current, desired) = step(&addon);
+                let mut stale = vec![planned.resource_version(), addon.resource_version()];
                 let mut wrote = false;
                 let result: Result<()> = async {
+                    let mut base = addon.resource_version();
                     if desired != current
-                        && let Some(written) = flotilla_kube::status::patch_written_if_changed(
-                            &api,
-                            &addon,
-                            Some(&current),
-                            &desired,
-                        )
-                        .await?
+                        && let Some(written) =
+                            crate::patch_addon_status(shared, &api, &addon, &desired).await?
                     {
-                        stale.push(written.resource_version());
+                        base = written.resource_version();
+                        stale.push(base.clone());
                         wrote = true;
                     }
                     // The configs first: the deploy renders a released revision with released configs.
                     if let Some(revision) = revision {
-                        release_revision(&api, &addon, &revision).await?;
+                        let written = release_revision(&api, &addon, &revision).await?;
+                        shared.latest.record(base, written);
                         wrote = true;
                     }
                     Ok(())

@@ -142,9 +142,12 @@ pub fn combine(configs: &AddonRolloutStatus, revision: &AddonRolloutStatus) -> A
 }
 
 /// Whether the rollout, having put an add-on in its batch, writes `serving` as its released
-/// revision (the annotation does not already say so, and a plugin is serving).
+/// revision: a plugin is serving, and the add-on was granted another revision before. A new
+/// add-on renders with the serving revision at once ([`may_render`]) and records it as applied,
+/// so releasing it first would only be one more write per new add-on.
 pub fn to_release<'a>(serving: Option<&'a str>, revisions: AddonRevisions<'_>) -> Option<&'a str> {
-    serving.filter(|s| revisions.granted() != Some(*s))
+    let granted = revisions.granted()?;
+    serving.filter(|s| granted != *s)
 }
 
 /// What `flotilla get addons` shows of the plugin revision rollout on one add-on: its state
