@@ -103,6 +103,12 @@ const ALLOWED_UNUSED: &[(&str, &str, &str, &str)] = &[
         "an add-on's stale hub Roles go when its registrations change (addon-manager registration)",
     ),
     (
+        RBAC,
+        "roles",
+        "list",
+        "an add-on registered before lists its hub Roles to prune the stale ones (addon-manager registration); a new one has none to list",
+    ),
+    (
         CERTS,
         "certificatesigningrequests/approval",
         "patch",
