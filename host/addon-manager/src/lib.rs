@@ -90,9 +90,10 @@ where
         .collect()
 }
 
-/// A controller's ManagedClusterAddOn watch (`K`: the add-ons, or their metadata alone): fills
-/// a store of every add-on (managed fields dropped) and yields an add-on only when `inputs`, a
-/// hash of the part of it that controller reads, changed, or when it is deleted ([`changes`]).
+/// A controller's own ManagedClusterAddOn watch (`K`: the add-ons, or their metadata alone, as
+/// the install controller reads them; the others share the [`AddonFeed`]): fills a store of
+/// every add-on (managed fields dropped) and yields an add-on only when `inputs`, a hash of the
+/// part of it that controller reads, changed, or when it is deleted ([`changes`]).
 /// Four controllers write an add-on's status, each its own part; without this, every write
 /// woke all of them for nothing, which on a thousand clusters was most of the hub's work and
 /// most of its status-write conflicts.
@@ -120,6 +121,84 @@ where
         .modify(|addon| addon.managed_fields_mut().clear())
         .reflect(writer);
     (store, changes(events, inputs))
+}
+
+/// What a controller that reads add-ons whole gets of the [`AddonFeed`]: the shared cache, and
+/// the add-ons whose part it reads changed (or that were deleted).
+pub(crate) type AddonView = (
+    kube::runtime::reflector::Store<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
+    futures::stream::BoxStream<
+        'static,
+        Result<flotilla_api::addon::v1alpha1::ManagedClusterAddOn, kube::runtime::watcher::Error>,
+    >,
+);
+
+/// One watch and one cache of every ManagedClusterAddOn for the four controllers that read
+/// them whole (registration, health, deploy, rollout). Each had its own: four copies of every
+/// add-on in memory, four decodings of every write, four watches on the apiserver. Each
+/// controller subscribes ([`AddonFeed::subscribe`]) before the feed runs, and is woken only
+/// by changes to what it reads ([`changes`]).
+pub(crate) struct AddonFeed {
+    store: kube::runtime::reflector::Store<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
+    writer: kube::runtime::reflector::store::Writer<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
+    subscribers: Vec<
+        futures::channel::mpsc::UnboundedSender<
+            kube::runtime::watcher::Event<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
+        >,
+    >,
+}
+
+impl AddonFeed {
+    pub(crate) fn new() -> Self {
+        let (store, writer) = kube::runtime::reflector::store();
+        Self {
+            store,
+            writer,
+            subscribers: Vec::new(),
+        }
+    }
+
+    /// A controller's view of the add-ons, woken when `inputs` (a hash of what it reads of an
+    /// add-on) changes.
+    pub(crate) fn subscribe(
+        &mut self,
+        inputs: fn(&flotilla_api::addon::v1alpha1::ManagedClusterAddOn) -> Option<u64>,
+    ) -> AddonView {
+        use futures::StreamExt as _;
+        let (sender, receiver) = futures::channel::mpsc::unbounded();
+        self.subscribers.push(sender);
+        (self.store.clone(), changes(receiver.map(Ok), inputs).boxed())
+    }
+
+    /// Watches the add-ons, fills the cache and passes every event to the subscribers, until
+    /// dropped. Watch errors are retried with backoff (the subscribers never see them).
+    pub(crate) async fn run(self, client: Client) {
+        use futures::StreamExt as _;
+        use kube::ResourceExt as _;
+        use kube::runtime::{WatchStreamExt as _, watcher};
+        let Self {
+            writer, subscribers, ..
+        } = self;
+        watcher(kube::Api::all(client), watcher::Config::default())
+            .default_backoff()
+            .modify(|addon: &mut flotilla_api::addon::v1alpha1::ManagedClusterAddOn| {
+                addon.managed_fields_mut().clear()
+            })
+            .reflect(writer)
+            .for_each(|event| {
+                match event {
+                    Ok(event) => {
+                        for subscriber in &subscribers {
+                            // A subscriber gone (its controller ended) misses nothing it needs.
+                            let _ = subscriber.unbounded_send(event.clone());
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "ManagedClusterAddOn watch failed; retrying"),
+                }
+                std::future::ready(())
+            })
+            .await;
+    }
 }
 
 /// The objects of a reflected watch whose `inputs` (a hash of what a controller reads of
@@ -615,13 +694,22 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     let plugins = Arc::new(Plugins::new(registry));
     let configs = Arc::new(configs::ReleasedConfigs::default());
     let writes = AddonWrites::default();
+    let mut feed = AddonFeed::new();
+    let (rollout_view, registration_view, deploy_view, health_view) = (
+        feed.subscribe(rollout::rollout_inputs),
+        feed.subscribe(registration::registration_inputs),
+        feed.subscribe(deploy::deploy_inputs),
+        feed.subscribe(health::health_inputs),
+    );
     futures::join!(
+        feed.run(client.clone()),
         plugin::run(client.clone(), Arc::clone(&plugins), options.clone()),
         install::run(client.clone(), options.clone()),
         rollout::run(
             client.clone(),
             Arc::clone(&plugins),
             Arc::clone(&writes),
+            rollout_view,
             options.clone()
         ),
         registration::run(
@@ -629,6 +717,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
             Arc::clone(&plugins),
             Arc::clone(&configs),
             Arc::clone(&writes),
+            registration_view,
             options.clone()
         ),
         csr::run(client.clone(), Arc::clone(&plugins), options.clone()),
@@ -637,9 +726,10 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
             Arc::clone(&plugins),
             configs,
             Arc::clone(&writes),
+            deploy_view,
             options.clone()
         ),
-        health::run(client, plugins, writes, options),
+        health::run(client, plugins, writes, health_view, options),
     );
 }
 

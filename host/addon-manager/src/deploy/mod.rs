@@ -74,7 +74,7 @@ const OTHERS_CONDITIONS: &[&str] = &[
 
 /// What of an add-on the deploy reads: all of it but the status parts others write
 /// (registrations, namespace, health check and their conditions) and the resourceVersion.
-fn deploy_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
+pub(crate) fn deploy_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
     let mut addon = addon.clone();
     addon.metadata.resource_version = None;
     addon.metadata.managed_fields = None;
@@ -105,9 +105,9 @@ pub(crate) async fn run(
     plugins: Arc<Plugins>,
     configs: Arc<ReleasedConfigs>,
     writes: crate::AddonWrites,
+    (addons, addon_changes): crate::AddonView,
     options: Options,
 ) {
-    let (addons, addon_changes) = crate::addon_triggers(&client, deploy_inputs);
     let controller =
         Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
     let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), controller.store());

@@ -126,7 +126,7 @@ pub(crate) fn probe_feedback<'a>(
 /// What of an add-on the health check reads or owns: its spec and metadata, its install
 /// namespace and released configs, whether `ManifestApplied` exists yet, and its own health
 /// check and `Available`.
-fn health_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
+pub(crate) fn health_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
     let status = addon.status.as_ref();
     crate::hash_of(&(
         addon.metadata.generation,
@@ -140,8 +140,13 @@ fn health_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, writes: crate::AddonWrites, options: Options) {
-    let (addons, addon_changes) = crate::addon_triggers(&client, health_inputs);
+pub(crate) async fn run(
+    client: Client,
+    plugins: Arc<Plugins>,
+    writes: crate::AddonWrites,
+    (addons, addon_changes): crate::AddonView,
+    options: Options,
+) {
     let controller =
         Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
     let (by_plugin, by_cluster, by_cma) = (controller.store(), controller.store(), controller.store());

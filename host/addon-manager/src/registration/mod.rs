@@ -78,7 +78,7 @@ pub(crate) fn declared(registrations: &[Registration]) -> Vec<Declared> {
 
 /// What of an add-on the registration reads or owns: its spec and metadata, the released
 /// configs (the install namespace may come from one), and its own status parts.
-fn registration_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
+pub(crate) fn registration_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
     let status = addon.status.as_ref();
     crate::hash_of(&(
         addon.metadata.generation,
@@ -95,9 +95,9 @@ pub(crate) async fn run(
     plugins: Arc<Plugins>,
     configs: Arc<ReleasedConfigs>,
     writes: crate::AddonWrites,
+    (addons, addon_changes): crate::AddonView,
     options: Options,
 ) {
-    let (addons, addon_changes) = crate::addon_triggers(&client, registration_inputs);
     let controller =
         Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
     let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), controller.store());

@@ -59,7 +59,7 @@ pub(crate) struct Context {
 /// What the rollout reads of an add-on: its spec and annotations (released and applied
 /// revisions), and of its status the config references and the `Configured` and
 /// `Progressing` conditions; the other controllers' status writes change none of it.
-fn rollout_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
+pub(crate) fn rollout_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
     let status = addon.status.as_ref();
     crate::hash_of(&(
         &addon.metadata.annotations,
@@ -81,7 +81,13 @@ fn names_placement(cma: &ClusterManagementAddOn, namespace: &str, name: &str) ->
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, writes: crate::AddonWrites, options: Options) {
+pub(crate) async fn run(
+    client: Client,
+    plugins: Arc<Plugins>,
+    writes: crate::AddonWrites,
+    (addons, addon_changes): crate::AddonView,
+    options: Options,
+) {
     let controller = Controller::new(
         Api::<ClusterManagementAddOn>::all(client.clone()),
         watcher::Config::default(),
@@ -92,7 +98,6 @@ pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, writes: crate::Ad
         controller.store(),
         controller.store(),
     );
-    let (addons, addon_changes) = crate::addon_triggers(&client, rollout_inputs);
     let controller = controller
         .watches_stream(addon_changes, |mca| {
             Some(ObjectRef::<ClusterManagementAddOn>::new(&mca.name_any()))
