@@ -90,40 +90,7 @@ where
         .collect()
 }
 
-/// A controller's own ManagedClusterAddOn watch (`K`: the add-ons, or their metadata alone, as
-/// the install controller reads them; the others share the [`AddonFeed`]): fills a store of
-/// every add-on (managed fields dropped) and yields an add-on only when `inputs`, a hash of the
-/// part of it that controller reads, changed, or when it is deleted ([`changes`]).
-/// Four controllers write an add-on's status, each its own part; without this, every write
-/// woke all of them for nothing, which on a thousand clusters was most of the hub's work and
-/// most of its status-write conflicts.
-pub(crate) fn addon_triggers<K>(
-    client: &Client,
-    inputs: fn(&K) -> Option<u64>,
-) -> (
-    kube::runtime::reflector::Store<K>,
-    impl futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static,
-)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    use kube::ResourceExt as _;
-    use kube::runtime::{WatchStreamExt as _, reflector, watcher};
-    let (store, writer) = reflector::store();
-    let events = watcher(kube::Api::<K>::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .modify(|addon| addon.managed_fields_mut().clear())
-        .reflect(writer);
-    (store, changes(events, inputs))
-}
-
-/// What a controller that reads add-ons whole gets of the [`AddonFeed`]: the shared cache, and
+/// What a controller gets of the [`AddonFeed`]: the shared cache, and
 /// the add-ons whose part it reads changed (or that were deleted).
 pub(crate) type AddonView = (
     kube::runtime::reflector::Store<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
@@ -133,9 +100,9 @@ pub(crate) type AddonView = (
     >,
 );
 
-/// One watch and one cache of every ManagedClusterAddOn for the four controllers that read
-/// them whole (registration, health, deploy, rollout). Each had its own: four copies of every
-/// add-on in memory, four decodings of every write, four watches on the apiserver. Each
+/// One watch and one cache of every ManagedClusterAddOn for the five controllers that read
+/// them (install, registration, health, deploy, rollout). Each had its own: copies of every
+/// add-on in memory, decodings of every write, watches on the apiserver. Each
 /// controller subscribes ([`AddonFeed::subscribe`]) before the feed runs, and is woken only
 /// by changes to what it reads ([`changes`]).
 pub(crate) struct AddonFeed {
@@ -623,7 +590,7 @@ where
     flotilla_kube::controller::cache_ready(a) && flotilla_kube::controller::cache_ready(b)
 }
 
-/// A hash of `parts` (their JSON), for [`addon_triggers`]' predicates.
+/// A hash of `parts` (their JSON), for the [`AddonFeed`] subscribers' `inputs`.
 pub(crate) fn hash_of(parts: &impl serde::Serialize) -> Option<u64> {
     use std::hash::{Hash as _, Hasher as _};
     let bytes = serde_json::to_vec(parts).ok()?;
@@ -644,7 +611,7 @@ pub(crate) fn fingerprint(parts: &[&dyn std::fmt::Debug]) -> u64 {
     hasher.finish()
 }
 
-/// The conditions of `addon` of the given types, for [`addon_triggers`]' predicates.
+/// The conditions of `addon` of the given types, for the [`AddonFeed`] subscribers' `inputs`.
 pub(crate) fn conditions_of<'a>(
     addon: &'a flotilla_api::addon::v1alpha1::ManagedClusterAddOn,
     types: &'a [&str],
@@ -695,7 +662,8 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     let configs = Arc::new(configs::ReleasedConfigs::default());
     let writes = AddonWrites::default();
     let mut feed = AddonFeed::new();
-    let (rollout_view, registration_view, deploy_view, health_view) = (
+    let (install_view, rollout_view, registration_view, deploy_view, health_view) = (
+        feed.subscribe(install::install_inputs),
         feed.subscribe(rollout::rollout_inputs),
         feed.subscribe(registration::registration_inputs),
         feed.subscribe(deploy::deploy_inputs),
@@ -704,7 +672,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     futures::join!(
         feed.run(client.clone()),
         plugin::run(client.clone(), Arc::clone(&plugins), options.clone()),
-        install::run(client.clone(), options.clone()),
+        install::run(client.clone(), install_view, options.clone()),
         rollout::run(
             client.clone(),
             Arc::clone(&plugins),

@@ -29,13 +29,13 @@ pub(crate) struct Context {
     pub(crate) client: Client,
     /// The metadata of every ManagedCluster: a new add-on copies its cluster's annotations.
     pub(crate) clusters: Store<PartialObjectMeta<ManagedCluster>>,
-    /// The metadata of every ManagedClusterAddOn: which clusters have the add-on, and its owners.
-    pub(crate) addons: Store<PartialObjectMeta<ManagedClusterAddOn>>,
+    /// Every ManagedClusterAddOn (the shared cache): which clusters have the add-on, and its owners.
+    pub(crate) addons: Store<ManagedClusterAddOn>,
     pub(crate) options: Options,
 }
 
 /// What the install plan reads of an add-on: its owners and whether it is being deleted.
-fn install_inputs(addon: &PartialObjectMeta<ManagedClusterAddOn>) -> Option<u64> {
+pub(crate) fn install_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
     crate::hash_of(&(
         &addon.metadata.owner_references,
         addon.metadata.deletion_timestamp.is_some(),
@@ -63,7 +63,7 @@ fn referring(
 }
 
 /// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, options: Options) {
+pub(crate) async fn run(client: Client, (addons, addon_changes): crate::AddonView, options: Options) {
     let controller = Controller::new(
         Api::<ClusterManagementAddOn>::all(client.clone()),
         watcher::Config::default(),
@@ -80,7 +80,6 @@ pub(crate) async fn run(client: Client, options: Options) {
         .modify(|c| c.managed_fields_mut().clear()),
     )
     .touched_objects();
-    let (addons, addon_changes) = crate::addon_triggers(&client, install_inputs);
     let controller = controller
         // Drives the cluster cache; a cluster alone changes no install plan.
         .watches_stream(cluster_stream, |_| None::<ObjectRef<ClusterManagementAddOn>>)

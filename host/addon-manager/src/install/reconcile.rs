@@ -15,7 +15,6 @@ use flotilla_core::addon::install::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::core::PartialObjectMeta;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
@@ -60,7 +59,7 @@ async fn decided_clusters(ctx: &Context, namespace: &str, name: &str) -> Result<
 async fn ensure_cma_owner(
     ctx: &Context,
     cma: &ClusterManagementAddOn,
-    addon: &PartialObjectMeta<ManagedClusterAddOn>,
+    addon: &ManagedClusterAddOn,
 ) -> Result<()> {
     let uid = cma.uid().unwrap_or_default();
     if addon.owner_references().iter().any(|o| o.uid == uid) {
@@ -120,7 +119,7 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
     }
     // From the cache: one just written and not seen yet is at worst created again (a 409,
     // ignored) or deleted again (a 404), and its watch event brings the next reconcile.
-    let listed: Vec<Arc<PartialObjectMeta<ManagedClusterAddOn>>> = ctx
+    let listed: Vec<Arc<ManagedClusterAddOn>> = ctx
         .addons
         .state()
         .into_iter()
