@@ -43,6 +43,7 @@ mod plugin;
 mod plugins;
 mod registration;
 mod rollout;
+mod writes;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +53,7 @@ use kube::Client;
 
 pub use error::{Error, Result};
 pub use plugins::Plugins;
+pub(crate) use writes::{AddonWrites, defer_addon_status, write_addon_status};
 
 /// The ManagedClusterAddOns of add-on `name` (one per cluster): what a change of its
 /// ClusterManagementAddOn or AddOnPlugin re-reconciles.
@@ -123,6 +125,13 @@ impl AddonFeed {
             writer,
             subscribers: Vec::new(),
         }
+    }
+
+    /// The cache of every add-on.
+    pub(crate) fn store(
+        &self,
+    ) -> kube::runtime::reflector::Store<flotilla_api::addon::v1alpha1::ManagedClusterAddOn> {
+        self.store.clone()
     }
 
     /// A controller's view of the add-ons, woken when `inputs` (a hash of what it reads of an
@@ -361,96 +370,6 @@ where
     }
 }
 
-/// What the controllers that write add-ons share: whose turn it is on each add-on, and each
-/// add-on as last written.
-#[derive(Default)]
-pub(crate) struct SharedWrites {
-    pub(crate) turns: Turns<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
-    pub(crate) latest: LatestWrites<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
-}
-
-impl SharedWrites {
-    /// Waits for the turn on `addon` (held as long as the guard), then gives its latest state.
-    pub(crate) async fn turn(
-        &self,
-        addon: Arc<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
-    ) -> (
-        tokio::sync::OwnedMutexGuard<()>,
-        Arc<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
-    ) {
-        let turn = self
-            .turns
-            .take(&kube::runtime::reflector::ObjectRef::from_obj(addon.as_ref()))
-            .await;
-        (turn, self.latest.latest(addon))
-    }
-}
-
-/// The add-on writes every controller shares ([`SharedWrites`]).
-pub(crate) type AddonWrites = Arc<SharedWrites>;
-
-/// One turn at a time per object: the controllers that write an add-on's status take their
-/// turn on it ([`Turns::take`]) before they read it, so each starts from the state the one
-/// before it wrote ([`LatestWrites::latest`]) instead of racing it to a conflict.
-pub(crate) struct Turns<K: kube::Resource<DynamicType = ()>>(
-    std::sync::Mutex<
-        std::collections::HashMap<kube::runtime::reflector::ObjectRef<K>, Arc<tokio::sync::Mutex<()>>>,
-    >,
-);
-
-impl<K: kube::Resource<DynamicType = ()>> Default for Turns<K> {
-    fn default() -> Self {
-        Self(std::sync::Mutex::new(std::collections::HashMap::new()))
-    }
-}
-
-impl<K> Turns<K>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + 'static,
-{
-    /// Waits for the turn on `object`; it lasts as long as the returned guard.
-    pub(crate) async fn take(
-        &self,
-        object: &kube::runtime::reflector::ObjectRef<K>,
-    ) -> tokio::sync::OwnedMutexGuard<()> {
-        let turn = {
-            let Ok(mut turns) = self.0.lock() else {
-                return Arc::new(tokio::sync::Mutex::new(())).lock_owned().await;
-            };
-            // Turns nobody holds or waits for are dropped, so the map stays as small as the
-            // work in flight.
-            turns.retain(|_, turn| Arc::strong_count(turn) > 1);
-            Arc::clone(turns.entry(object.clone()).or_default())
-        };
-        turn.lock_owned().await
-    }
-}
-
-/// Patches the status of `addon` to `desired` if it changed (see
-/// [`flotilla_kube::status::patch_written_if_changed`]), recording the write in `writes`, or
-/// forgetting what was recorded when the add-on changed since it was read.
-pub(crate) async fn patch_addon_status(
-    writes: &AddonWrites,
-    api: &kube::Api<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
-    addon: &flotilla_api::addon::v1alpha1::ManagedClusterAddOn,
-    desired: &flotilla_api::addon::v1alpha1::ManagedClusterAddOnStatus,
-) -> flotilla_kube::Result<Option<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>> {
-    let result =
-        flotilla_kube::status::patch_written_if_changed(api, addon, addon.status.as_ref(), desired).await;
-    match &result {
-        Ok(Some(written)) => writes
-            .latest
-            .record(addon.metadata.resource_version.clone(), written.clone()),
-        Err(e) if flotilla_kube::backoff::status_code(e) == Some(409) => {
-            writes
-                .latest
-                .forget(&kube::runtime::reflector::ObjectRef::from_obj(addon));
-        }
-        _ => {}
-    }
-    result
-}
-
 /// How soon a reconcile that found a cache still listing runs again.
 pub(crate) const CACHE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
@@ -660,8 +579,8 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     // Every controller finds an add-on's plugin through this one value (`Plugins::for_addon`).
     let plugins = Arc::new(Plugins::new(registry));
     let configs = Arc::new(configs::ReleasedConfigs::default());
-    let writes = AddonWrites::default();
     let mut feed = AddonFeed::new();
+    let (writes, deferred) = writes::SharedWrites::new(feed.store());
     let (install_view, rollout_view, registration_view, deploy_view, health_view) = (
         feed.subscribe(install::install_inputs),
         feed.subscribe(rollout::rollout_inputs),
@@ -671,6 +590,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     );
     futures::join!(
         feed.run(client.clone()),
+        writes::run(Arc::clone(&writes), deferred),
         plugin::run(client.clone(), Arc::clone(&plugins), options.clone()),
         install::run(client.clone(), install_view, options.clone()),
         rollout::run(

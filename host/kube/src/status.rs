@@ -87,20 +87,40 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
     S: PartialEq,
 {
+    Ok(
+        replace_written_if_changed(api, object, current, desired, with_status)
+            .await?
+            .is_some(),
+    )
+}
+
+/// [`replace_if_changed`], returning the object as written (None: nothing to write), for a
+/// writer that must know the resourceVersion its write made.
+pub async fn replace_written_if_changed<K, S>(
+    api: &Api<K>,
+    object: &K,
+    current: Option<&S>,
+    desired: S,
+    with_status: impl FnOnce(&mut K, S),
+) -> Result<Option<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+    S: PartialEq,
+{
     if current == Some(&desired) {
-        return Ok(false);
+        return Ok(None);
     }
     let name = object.name_any();
     let mut written = object.clone();
     with_status(&mut written, desired);
     api.replace_status(&name, &PostParams::default(), &written)
         .await
+        .map(Some)
         .map_err(|source| Error::PatchStatus {
             kind: K::kind(&()).into_owned(),
             name,
             source,
-        })?;
-    Ok(true)
+        })
 }
 
 /// Adds `null` to `desired` for every object field `current` has and `desired` lacks, at any

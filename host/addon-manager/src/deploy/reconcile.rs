@@ -169,7 +169,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
             // Say why and keep the works as they are; the retry picks up a template created later.
             let mut status = addon.status.clone().unwrap_or_default();
             set(&mut status, manifests_not_rendered(&message), Timestamp::now());
-            crate::patch_addon_status(&ctx.writes, &api, &addon, &status).await?;
+            crate::write_addon_status(&ctx.writes, &api, &addon, &status).await?;
             return Ok(Action::requeue(ctx.options.retry));
         }
     };
@@ -217,7 +217,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         ..desired_status.clone()
     } == status;
     if configs_released(&desired_status) || !only_supported_configs {
-        let written = crate::patch_addon_status(&ctx.writes, &api, &addon, &desired_status).await?;
+        let written = crate::write_addon_status(&ctx.writes, &api, &addon, &desired_status).await?;
         // The annotation patch below starts from the status just written.
         if let Some(written) = written {
             addon = Arc::new(written);

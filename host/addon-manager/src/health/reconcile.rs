@@ -98,10 +98,8 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         conditions::set(&mut desired.conditions, condition, Timestamp::now());
     }
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
-    if crate::patch_addon_status(&ctx.writes, &api, &addon, &desired)
-        .await?
-        .is_some()
-    {
+    // Written with the add-on's next write, or on its own within a second.
+    if crate::defer_addon_status(&ctx.writes, &api, &addon, &desired)? {
         tracing::debug!(addon = %name, cluster = %namespace, "health status updated");
     }
     Ok(Action::requeue(ctx.options.resync))

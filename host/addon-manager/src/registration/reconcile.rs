@@ -69,7 +69,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         Served::By(plugin) => plugin,
         Served::Pending(message) | Served::Unavailable(message) => {
             set(&mut status, permission_pending(message), now);
-            crate::patch_addon_status(&ctx.writes, &api, &addon, &status).await?;
+            crate::defer_addon_status(&ctx.writes, &api, &addon, &status)?;
             // The AddOnPlugin watch (or the rollout's configReferences) brings the add-on back
             // once something serves it; the retry covers a template created later.
             return Ok(Action::requeue(ctx.options.retry));
@@ -125,7 +125,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
             set(&mut status, condition, now);
         }
     }
-    crate::patch_addon_status(&ctx.writes, &api, &addon, &status).await?;
+    crate::defer_addon_status(&ctx.writes, &api, &addon, &status)?;
     outcome?;
     Ok(Action::requeue(ctx.options.resync))
 }

@@ -280,7 +280,7 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
                     let mut base = addon.resource_version();
                     if desired != current
                         && let Some(written) =
-                            crate::patch_addon_status(shared, &api, &addon, &desired).await?
+                            crate::write_addon_status(shared, &api, &addon, &desired).await?
                     {
                         base = written.resource_version();
                         stale.push(base.clone());
