@@ -28,6 +28,16 @@ use kube::{Api, Client};
 
 const TIMEOUT: Duration = Duration::from_secs(150);
 
+/// (group, resource, verb) of deploy/hub's rules that a run of this test may or may not show,
+/// by timing alone: [`ALLOWED_UNUSED`] does not hold them, and both outcomes pass.
+const USED_BY_CHANCE: &[(&str, &str, &str, &str)] = &[(
+    "events.k8s.io",
+    "events",
+    "patch",
+    "kube's event recorder patches an Event that recurs within its cache time (a series) instead of \
+     creating another; whether one recurs in this run depends on how its reconciles interleave",
+)];
+
 /// (group, resource, verb) of deploy/hub's rules that no request of the hub shows, and why
 /// they are needed all the same. Most are permissions the apiserver checks on another request
 /// rather than requests of their own.
@@ -441,13 +451,16 @@ async fn the_hub_as_deploy_hubs_service_account_is_never_refused_and_uses_every_
         );
     }
 
-    let allowed: BTreeSet<Permission> = ALLOWED_UNUSED
-        .iter()
-        .map(|(g, r, v, _)| ((*g).to_owned(), (*r).to_owned(), (*v).to_owned()))
-        .collect();
+    let permissions = |list: &[(&str, &str, &str, &str)]| -> BTreeSet<Permission> {
+        list.iter()
+            .map(|(g, r, v, _)| ((*g).to_owned(), (*r).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let allowed = permissions(ALLOWED_UNUSED);
+    let by_chance = permissions(USED_BY_CHANCE);
     let unused: Vec<_> = hub_role_permissions()
         .into_iter()
-        .filter(|p| !requests.contains_key(p) && !allowed.contains(p))
+        .filter(|p| !requests.contains_key(p) && !allowed.contains(p) && !by_chance.contains(p))
         .collect();
     let used_yet_allowed: Vec<_> = allowed.iter().filter(|p| requests.contains_key(*p)).collect();
     assert!(

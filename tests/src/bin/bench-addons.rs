@@ -11,6 +11,9 @@
 //!   time, and the share is an upper bound);
 //! - in the same run, the time to create the same N ManifestWorks directly with the same kind of
 //!   client and the same concurrency as the manager's bound on plugin calls: the physical limit;
+//!   and the time to make directly the least any add-on manager must write before each work
+//!   exists (its ManagedClusterAddOn, then the work owned by it): the highest rate an add-on
+//!   manager can reach against that limit on this machine ([`floor`]);
 //! - a config change (the add-on's AddOnDeploymentConfig) on all N clusters with rollout All:
 //!   the time until every work carries the new config hash;
 //! - four more add-ons on the same clusters: the time until all 5 × N works exist and the
@@ -354,6 +357,72 @@ impl Usage {
     }
 }
 
+/// The least any add-on manager must write before a cluster's work exists, made directly with
+/// the same client and concurrency as the direct creation: per cluster, a ManagedClusterAddOn
+/// (a copy of the enabled add-on's spec, under a name no ClusterManagementAddOn has, so the
+/// manager leaves it be), then its work with that add-on as controller owner (OCM's ownerRef,
+/// which needs the add-on's uid). Printed as a rate against `direct`: the highest rate an
+/// add-on manager can reach on this machine. The copies are deleted afterwards, untimed.
+async fn floor(client: &Client, count: usize, direct: Duration) -> anyhow::Result<()> {
+    use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
+    use kube::Resource as _;
+    const NAME: &str = "bench-floor";
+    let addons: Vec<ManagedClusterAddOn> = Api::<ManagedClusterAddOn>::all(client.clone())
+        .list(&kube::api::ListParams::default().fields("metadata.name=hello-1"))
+        .await?
+        .items;
+    let works: BTreeMap<String, ManifestWork> = Api::<ManifestWork>::all(client.clone())
+        .list(&kube::api::ListParams::default().labels(&format!("{ADDON_LABEL}=hello-1")))
+        .await?
+        .items
+        .into_iter()
+        .filter(|w| w.name_any().ends_with("-deploy-0"))
+        .map(|w| (w.namespace().unwrap_or_default(), w))
+        .collect();
+    let started = Instant::now();
+    futures::stream::iter(addons)
+        .map(|addon| {
+            let client = client.clone();
+            let namespace = addon.namespace().unwrap_or_default();
+            let work = works.get(&namespace).cloned();
+            async move {
+                let work = work.with_context(|| format!("the work of {namespace}"))?;
+                let mut copy = ManagedClusterAddOn::new(NAME, addon.spec);
+                copy.metadata.namespace = Some(namespace.clone());
+                let created = Api::<ManagedClusterAddOn>::namespaced(client.clone(), &namespace)
+                    .create(&PostParams::default(), &copy)
+                    .await?;
+                let mut owned = ManifestWork::new("bench-floor-deploy-0", work.spec);
+                owned.metadata.annotations = work.metadata.annotations;
+                owned.metadata.owner_references = Some(vec![
+                    created.controller_owner_ref(&()).context("owner reference")?,
+                ]);
+                Api::<ManifestWork>::namespaced(client, &namespace)
+                    .create(&PostParams::default(), &owned)
+                    .await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let least = started.elapsed();
+    println!(
+        "least an add-on manager writes (per cluster an add-on, then its work), made directly: {:.2} s; its rate / direct rate = {:.0} % (the most any add-on manager reaches here)",
+        least.as_secs_f64(),
+        100.0 * direct.as_secs_f64() / least.as_secs_f64().max(f64::EPSILON)
+    );
+    futures::stream::iter(cluster_names(count))
+        .map(|namespace| {
+            let api = Api::<ManagedClusterAddOn>::namespaced(client.clone(), &namespace);
+            async move { api.delete(NAME, &Default::default()).await.map(|_| ()) }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let count: usize = std::env::args().nth(1).map_or(Ok(1000), |a| a.parse())?;
@@ -432,6 +501,8 @@ async fn main() -> anyhow::Result<()> {
         limit.as_secs_f64(),
         100.0 * limit.as_secs_f64() / enabled.as_secs_f64().max(f64::EPSILON)
     );
+
+    floor(&client, count, limit).await?;
 
     // A config change, rollout All.
     let old = Api::<ManifestWork>::namespaced(client.clone(), &names[0])

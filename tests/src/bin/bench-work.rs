@@ -16,7 +16,9 @@
 //! when the works were created, picked up by the agent (finalizer written), applied (their
 //! Deployment exists on the managed cluster) and `Applied`: the last of each, and the p50 of
 //! each step per work. Last, the `write costs` lines give the control-plane CPU per write of
-//! each kind the agent causes, measured apart from the agent ([`write_costs`]).
+//! each kind the agent causes, measured apart from the agent ([`write_costs`]). The `floor`
+//! line under each row makes directly, in the same run, the least any work agent writes per
+//! work ([`floor`]): its time over the raw time is the lowest total/raw an agent reaches here.
 //!
 //! `cargo run --release -p flotilla-tests --bin bench-work -- [COUNTS]` (default `1,100,1000`);
 //! `BENCH_WORK_WORKERS=N` gives the agent N workers instead of its default.
@@ -192,24 +194,26 @@ async fn namespace(client: &Client, name: &str) -> anyhow::Result<()> {
     }
 }
 
+/// Creates the [`objects`] named `name` straight on the managed cluster, one after the other.
+async fn create_objects(managed: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
+    let resources = [
+        ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+        ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
+    ];
+    for (object, resource) in objects(ns, name).into_iter().zip(resources) {
+        let api: Api<DynamicObject> = Api::namespaced_with(managed.clone(), ns, &resource);
+        api.create(&PostParams::default(), &serde_json::from_value(object)?)
+            .await?;
+    }
+    Ok(())
+}
+
 /// Creates `count` ConfigMap + Deployment pairs straight on the managed cluster.
 async fn raw(managed: &Client, ns: &str, count: usize) -> anyhow::Result<Duration> {
     namespace(managed, ns).await?;
-    let cm = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
-    let deploy = ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&());
     let start = Instant::now();
     stream::iter(0..count)
-        .map(|i| {
-            let (cm, deploy) = (cm.clone(), deploy.clone());
-            async move {
-                for (object, resource) in objects(ns, &format!("o{i}")).into_iter().zip([cm, deploy]) {
-                    let api: Api<DynamicObject> = Api::namespaced_with(managed.clone(), ns, &resource);
-                    api.create(&PostParams::default(), &serde_json::from_value(object)?)
-                        .await?;
-                }
-                anyhow::Ok(())
-            }
-        })
+        .map(|i| async move { create_objects(managed, ns, &format!("o{i}")).await })
         .buffer_unordered(CONCURRENCY)
         .try_collect::<Vec<_>>()
         .await?;
@@ -429,6 +433,27 @@ where
     Ok((written, format!("{ms:.2} ms ({count} in {wall:.2}s)")))
 }
 
+/// The work `sample` of the agent's cluster and its AppliedManifestWork, as the agent wrote them.
+async fn read_sample(
+    hub: &Client,
+    managed: &Client,
+    cluster: &str,
+    sample: &str,
+) -> anyhow::Result<(ManifestWork, flotilla_api::work::v1::AppliedManifestWork)> {
+    let work = Api::<ManifestWork>::namespaced(hub.clone(), cluster)
+        .get(sample)
+        .await
+        .context("read the sample work")?;
+    let applied = Api::<flotilla_api::work::v1::AppliedManifestWork>::all(managed.clone())
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|a| a.spec.manifest_work_name == sample)
+        .context("the sample work's AppliedManifestWork")?;
+    Ok((work, applied))
+}
+
 /// What each kind of write the agent causes costs its apiserver alone, measured apart from
 /// the agent, as a merge patch (what the agent sends) and as a whole-object update (PUT):
 /// `count` works created, then half of them written one way and half the other, at the same
@@ -444,18 +469,8 @@ async fn write_costs(meter: &Meter<'_>, cluster: &str, sample: &str, count: usiz
     let ns = "write-cost";
     let half = count / 2;
     namespace(hub, ns).await?;
-    let sample_work = Api::<ManifestWork>::namespaced(hub.clone(), cluster)
-        .get(sample)
-        .await
-        .context("read the sample work")?;
+    let (sample_work, sample_applied) = read_sample(hub, managed, cluster, sample).await?;
     let applied_api: Api<AppliedManifestWork> = Api::all(managed.clone());
-    let sample_applied = applied_api
-        .list(&Default::default())
-        .await?
-        .items
-        .into_iter()
-        .find(|a| a.spec.manifest_work_name == sample)
-        .context("the sample work's AppliedManifestWork")?;
     let works: Api<ManifestWork> = Api::namespaced(hub.clone(), ns);
     let name = |i: usize| format!("cost-{i}");
     let (post, merge) = (&PostParams::default(), &PatchParams::default());
@@ -538,14 +553,88 @@ async fn write_costs(meter: &Meter<'_>, cluster: &str, sample: &str, count: usiz
         "      managed POST appliedmanifestworks {create}; status: merge PATCH appliedmanifestworks/status {patch}, PUT {put}"
     );
     // Leave nothing the agent's AppliedManifestWork controller keeps reconciling.
-    let clear = json!({ "metadata": { "finalizers": null } });
+    delete_records(managed, (0..count).map(|i| format!("{ns}-{i}"))).await
+}
+
+/// The least any OCM work agent writes per work, made directly in the order the agent needs
+/// them, with the same client and concurrency as [`raw`] (each work's writes one after the
+/// other, [`CONCURRENCY`] works at once): on the hub the work's create (the benchmark's own)
+/// and its cleanup finalizer; on the managed cluster the AppliedManifestWork (created with its
+/// finalizer), the ConfigMap and the Deployment, and the AppliedManifestWork's status listing
+/// them; last the work's status. Statuses are copies of what the agent wrote for `sample`, so
+/// sizes are the real ones. Hub objects go to a namespace the agent does not watch, and the
+/// records name another hub, so the agent leaves both alone. The time over [`raw`]'s is the
+/// lowest total/raw any agent reaches on this machine.
+async fn floor(
+    hub: &Client,
+    managed: &Client,
+    cluster: &str,
+    sample: &str,
+    ns: &str,
+    count: usize,
+) -> anyhow::Result<Duration> {
+    use flotilla_api::work::consts::{APPLIED_MANIFEST_WORK_FINALIZER, MANIFEST_WORK_FINALIZER};
+    use flotilla_api::work::v1::{AppliedManifestWork, AppliedManifestWorkSpec};
+    namespace(hub, ns).await?;
+    namespace(managed, ns).await?;
+    let (sample_work, sample_applied) = read_sample(hub, managed, cluster, sample).await?;
+    let works: Api<ManifestWork> = Api::namespaced(hub.clone(), ns);
+    let records: Api<AppliedManifestWork> = Api::all(managed.clone());
+    let (post, merge) = (&PostParams::default(), &PatchParams::default());
+    let finalizer = json!({ "metadata": { "finalizers": [MANIFEST_WORK_FINALIZER] } });
+    let start = Instant::now();
     stream::iter(0..count)
         .map(|i| {
-            let (applied_api, clear) = (applied_api.clone(), clear.clone());
+            let (works, records, finalizer) = (works.clone(), records.clone(), &finalizer);
+            let (sample_work, sample_applied) = (&sample_work, &sample_applied);
             async move {
-                let name = format!("{ns}-{i}");
-                applied_api.patch(&name, merge, &Patch::Merge(&clear)).await?;
-                applied_api.delete(&name, &Default::default()).await?;
+                let name = format!("{ns}-w{i}");
+                let spec = ManifestWorkSpec {
+                    workload: ManifestsTemplate {
+                        manifests: objects(ns, &format!("o{i}")).into_iter().map(Manifest).collect(),
+                    },
+                    ..Default::default()
+                };
+                works.create(post, &ManifestWork::new(&name, spec)).await?;
+                let mut work = works.patch(&name, merge, &Patch::Merge(finalizer)).await?;
+                let mut record = AppliedManifestWork::new(
+                    &name,
+                    AppliedManifestWorkSpec {
+                        hub_hash: "floor".into(),
+                        agent_id: "floor".into(),
+                        manifest_work_name: name.clone(),
+                    },
+                );
+                record.metadata.finalizers = Some(vec![APPLIED_MANIFEST_WORK_FINALIZER.to_owned()]);
+                let mut record = records.create(post, &record).await?;
+                create_objects(managed, ns, &format!("o{i}")).await?;
+                record.status.clone_from(&sample_applied.status);
+                records.replace_status(&name, post, &record).await?;
+                work.status.clone_from(&sample_work.status);
+                works.replace_status(&name, post, &work).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(start.elapsed())
+}
+
+/// Deletes the AppliedManifestWorks `names`, releasing their finalizers first: they name no
+/// work of the agent's, so nothing else would.
+async fn delete_records(managed: &Client, names: impl Iterator<Item = String>) -> anyhow::Result<()> {
+    use flotilla_api::work::v1::AppliedManifestWork;
+    let records: Api<AppliedManifestWork> = Api::all(managed.clone());
+    let clear = json!({ "metadata": { "finalizers": null } });
+    stream::iter(names)
+        .map(|name| {
+            let (records, clear) = (records.clone(), &clear);
+            async move {
+                records
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(clear))
+                    .await?;
+                records.delete(&name, &Default::default()).await?;
                 anyhow::Ok(())
             }
         })
@@ -680,7 +769,20 @@ async fn main() -> anyhow::Result<()> {
         meter.print("raw", &raw_before, &raw_after, count);
         meter.print("works", &works_before, &works_after, count);
         steps.print();
-        last = Some((format!("works-{count}-w0"), count));
+        let sample = format!("works-{count}-w0");
+        let floor_ns = format!("floor-{count}");
+        let floor_before = meter.read().await?;
+        let least = floor(&hub, &managed, cluster, &sample, &floor_ns, count).await?;
+        let floor_after = meter.read().await?;
+        settle(&managed, &floor_ns, count).await?;
+        delete_records(&managed, (0..count).map(|i| format!("{floor_ns}-w{i}"))).await?;
+        println!(
+            "    floor: the least any work agent writes, made directly: {:.2}s = {:.2}x raw (the lowest total/raw any agent reaches here)",
+            least.as_secs_f64(),
+            least.as_secs_f64() / raw_time.as_secs_f64().max(1e-9),
+        );
+        meter.print("floor", &floor_before, &floor_after, count);
+        last = Some((sample, count));
     }
     if let Some((sample, count)) = last {
         write_costs(&meter, cluster, &sample, count).await?;
