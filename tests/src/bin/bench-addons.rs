@@ -42,6 +42,9 @@ use serde_json::{Value, json};
 /// Concurrency of the setup writes and of the direct work creation; also the add-on
 /// manager's bound on plugin calls in flight.
 const CONCURRENCY: usize = 16;
+/// Chains of writes in flight at once in the floor: enough that the control planes' CPU, not
+/// the round trips of one chain, bounds it, as it would bound the best implementation.
+const FLOOR_CONCURRENCY: usize = 64;
 /// Namespace of the Placement, the config and the plugin's ConfigMap.
 const NS: &str = "bench";
 /// Label naming an add-on's works.
@@ -358,10 +361,10 @@ impl Usage {
 }
 
 /// The least any add-on manager must write before a cluster's work exists, made directly with
-/// the same client and concurrency as the direct creation: per cluster, a ManagedClusterAddOn
-/// (a copy of the enabled add-on's spec, under a name no ClusterManagementAddOn has, so the
-/// manager leaves it be), then its work with that add-on as controller owner (OCM's ownerRef,
-/// which needs the add-on's uid). Printed as a rate against `direct`: the highest rate an
+/// the same client as the direct creation ([`FLOOR_CONCURRENCY`] clusters at once): per
+/// cluster, a ManagedClusterAddOn (a copy of the enabled add-on's spec, under a name no
+/// ClusterManagementAddOn has, so the manager leaves it be), then its work with that add-on as
+/// controller owner (OCM's ownerRef, which needs the add-on's uid). Printed as a rate against `direct`: the highest rate an
 /// add-on manager can reach on this machine. The copies are deleted afterwards, untimed.
 async fn floor(client: &Client, count: usize, direct: Duration) -> anyhow::Result<()> {
     use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
@@ -403,7 +406,7 @@ async fn floor(client: &Client, count: usize, direct: Duration) -> anyhow::Resul
                 anyhow::Ok(())
             }
         })
-        .buffer_unordered(CONCURRENCY)
+        .buffer_unordered(FLOOR_CONCURRENCY)
         .try_collect::<Vec<()>>()
         .await?;
     let least = started.elapsed();

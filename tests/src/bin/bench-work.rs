@@ -52,6 +52,9 @@ use serde_json::{Value, json};
 
 /// Requests in flight at once, for the raw creates and the work creates alike.
 const CONCURRENCY: usize = 10;
+/// Chains of writes in flight at once in the floor: enough that the control planes' CPU, not
+/// the round trips of one chain, bounds it, as it would bound the best implementation.
+const FLOOR_CONCURRENCY: usize = 64;
 
 /// The resources whose requests are counted: what the agent and the benchmark touch.
 const COUNTED: &[&str] = &[
@@ -557,8 +560,8 @@ async fn write_costs(meter: &Meter<'_>, cluster: &str, sample: &str, count: usiz
 }
 
 /// The least any OCM work agent writes per work, made directly in the order the agent needs
-/// them, with the same client and concurrency as [`raw`] (each work's writes one after the
-/// other, [`CONCURRENCY`] works at once): on the hub the work's create (the benchmark's own)
+/// them, with the same client as [`raw`] (each work's writes one after the other,
+/// [`FLOOR_CONCURRENCY`] works at once): on the hub the work's create (the benchmark's own)
 /// and its cleanup finalizer; on the managed cluster the AppliedManifestWork (created with its
 /// finalizer), the ConfigMap and the Deployment, and the AppliedManifestWork's status listing
 /// them; last the work's status. Statuses are copies of what the agent wrote for `sample`, so
@@ -615,7 +618,7 @@ async fn floor(
                 anyhow::Ok(())
             }
         })
-        .buffer_unordered(CONCURRENCY)
+        .buffer_unordered(FLOOR_CONCURRENCY)
         .try_collect::<Vec<_>>()
         .await?;
     Ok(start.elapsed())
