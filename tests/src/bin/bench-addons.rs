@@ -364,9 +364,15 @@ impl Usage {
 /// the same client as the direct creation ([`FLOOR_CONCURRENCY`] clusters at once): per
 /// cluster, a ManagedClusterAddOn (a copy of the enabled add-on's spec, under a name no
 /// ClusterManagementAddOn has, so the manager leaves it be), then its work with that add-on as
-/// controller owner (OCM's ownerRef, which needs the add-on's uid). Printed as a rate against `direct`: the highest rate an
-/// add-on manager can reach on this machine. The copies are deleted afterwards, untimed.
-async fn floor(client: &Client, count: usize, direct: Duration) -> anyhow::Result<()> {
+/// controller owner (OCM's ownerRef, which needs the add-on's uid), a copy of its work among
+/// `works`. Printed as a rate against `direct`: the highest rate an add-on manager can reach
+/// on this machine. The copies are deleted afterwards, untimed.
+async fn floor(
+    client: &Client,
+    count: usize,
+    works: &[ManifestWork],
+    direct: Duration,
+) -> anyhow::Result<()> {
     use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
     use kube::Resource as _;
     const NAME: &str = "bench-floor";
@@ -374,11 +380,8 @@ async fn floor(client: &Client, count: usize, direct: Duration) -> anyhow::Resul
         .list(&kube::api::ListParams::default().fields("metadata.name=hello-1"))
         .await?
         .items;
-    let works: BTreeMap<String, ManifestWork> = Api::<ManifestWork>::all(client.clone())
-        .list(&kube::api::ListParams::default().labels(&format!("{ADDON_LABEL}=hello-1")))
-        .await?
-        .items
-        .into_iter()
+    let works: BTreeMap<String, &ManifestWork> = works
+        .iter()
         .filter(|w| w.name_any().ends_with("-deploy-0"))
         .map(|w| (w.namespace().unwrap_or_default(), w))
         .collect();
@@ -387,7 +390,7 @@ async fn floor(client: &Client, count: usize, direct: Duration) -> anyhow::Resul
         .map(|addon| {
             let client = client.clone();
             let namespace = addon.namespace().unwrap_or_default();
-            let work = works.get(&namespace).cloned();
+            let work = works.get(&namespace).map(|w| (*w).clone());
             async move {
                 let work = work.with_context(|| format!("the work of {namespace}"))?;
                 let mut copy = ManagedClusterAddOn::new(NAME, addon.spec);
@@ -481,8 +484,9 @@ async fn main() -> anyhow::Result<()> {
         .list(&kube::api::ListParams::default().labels(&format!("{ADDON_LABEL}=hello-1")))
         .await?
         .items;
+    let copies = works.clone();
     let started = Instant::now();
-    futures::stream::iter(works)
+    futures::stream::iter(copies)
         .map(|work| {
             let client = client.clone();
             async move {
@@ -505,7 +509,7 @@ async fn main() -> anyhow::Result<()> {
         100.0 * limit.as_secs_f64() / enabled.as_secs_f64().max(f64::EPSILON)
     );
 
-    floor(&client, count, limit).await?;
+    floor(&client, count, &works, limit).await?;
 
     // A config change, rollout All.
     let old = Api::<ManifestWork>::namespaced(client.clone(), &names[0])

@@ -197,6 +197,16 @@ async fn namespace(client: &Client, name: &str) -> anyhow::Result<()> {
     }
 }
 
+/// The spec of work `i` of `ns`: its [`objects`], named `o{i}`.
+fn work_spec(ns: &str, i: usize) -> ManifestWorkSpec {
+    ManifestWorkSpec {
+        workload: ManifestsTemplate {
+            manifests: objects(ns, &format!("o{i}")).into_iter().map(Manifest).collect(),
+        },
+        ..Default::default()
+    }
+}
+
 /// Creates the [`objects`] named `name` straight on the managed cluster, one after the other.
 async fn create_objects(managed: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
     let resources = [
@@ -373,15 +383,7 @@ async fn works(
             let (api, created) = (api.clone(), created.clone());
             async move {
                 let name = format!("{ns}-w{i}");
-                let work = ManifestWork::new(
-                    &name,
-                    ManifestWorkSpec {
-                        workload: ManifestsTemplate {
-                            manifests: objects(ns, &format!("o{i}")).into_iter().map(Manifest).collect(),
-                        },
-                        ..Default::default()
-                    },
-                );
+                let work = ManifestWork::new(&name, work_spec(ns, i));
                 reached(&created, name);
                 api.create(&PostParams::default(), &work).await?;
                 anyhow::Ok(())
@@ -592,13 +594,9 @@ async fn floor(
             let (sample_work, sample_applied) = (&sample_work, &sample_applied);
             async move {
                 let name = format!("{ns}-w{i}");
-                let spec = ManifestWorkSpec {
-                    workload: ManifestsTemplate {
-                        manifests: objects(ns, &format!("o{i}")).into_iter().map(Manifest).collect(),
-                    },
-                    ..Default::default()
-                };
-                works.create(post, &ManifestWork::new(&name, spec)).await?;
+                works
+                    .create(post, &ManifestWork::new(&name, work_spec(ns, i)))
+                    .await?;
                 let mut work = works.patch(&name, merge, &Patch::Merge(finalizer)).await?;
                 let mut record = AppliedManifestWork::new(
                     &name,
