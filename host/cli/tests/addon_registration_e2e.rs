@@ -283,6 +283,19 @@ async fn helloworld_gets_a_hub_credential_through_the_plugin_that_reaches_only_i
         ],
     ));
     let merge = |value: serde_json::Value| kube::api::Patch::Merge(value);
+    // The hub admin grants the hub this add-on's signer, as deploy/hub says to.
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(hub_client.clone())
+        .patch(
+            "flotilla:hub:addon-signers",
+            &kube::api::PatchParams::default(),
+            &merge(
+                serde_json::json!({"rules": [{"apiGroups": ["certificates.k8s.io"],
+                "resources": ["signers"], "resourceNames": ["example.com/custom-signer"],
+                "verbs": ["approve", "sign"]}]}),
+            ),
+        )
+        .await
+        .unwrap();
     Api::<flotilla_api::plugins::v1alpha1::AddOnPlugin>::all(hub_client.clone())
         .patch(
             "custom-signer",

@@ -45,23 +45,13 @@ const ALLOWED_UNUSED: &[(&str, &str, &str, &str)] = &[
     // Checked by the apiserver on other requests, never requested themselves.
     (RBAC, "clusterroles", "bind", BIND),
     (RBAC, "clusterroles", "escalate", ESCALATE),
-    (RBAC, "clusterrolebindings", "bind", BIND),
-    (RBAC, "clusterrolebindings", "escalate", ESCALATE),
     (RBAC, "roles", "bind", BIND),
     (RBAC, "roles", "escalate", ESCALATE),
-    (RBAC, "rolebindings", "bind", BIND),
-    (RBAC, "rolebindings", "escalate", ESCALATE),
     (
         CERTS,
         "signers",
         "approve",
-        "approving any CSR (add-on and renewal) is checked against its signer",
-    ),
-    (
-        CERTS,
-        "signers",
-        "sign",
-        "issuing a certificate for an add-on's custom signer is checked against it",
+        "approving a kube-apiserver-client CSR (add-on and renewal) is checked against its signer",
     ),
     (
         CLUSTER,
@@ -417,6 +407,18 @@ async fn the_hub_as_deploy_hubs_service_account_is_never_refused_and_uses_every_
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     await_works(state, &hub, "the replica set's works gone", 0, from_replica_set).await;
 
+    hub_may_not_approve_other_signers(state, &hub).await;
+    // A quick run can end before the leader's first renewal (every retry period).
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(hub.clone(), "open-cluster-management-hub");
+    wait::until("the hub's first lease renewal", TIMEOUT, || async {
+        let lease = leases.get_opt("flotilla-hub").await.map_err(|e| e.to_string())?;
+        let spec = lease.and_then(|l| l.spec).unwrap_or_default();
+        Ok::<_, String>((spec.renew_time.is_some() && spec.renew_time != spec.acquire_time).then_some(()))
+    })
+    .await
+    .unwrap();
+
     let requests = requests_of(&fleet.hub_ops().await).await;
     let refused: Vec<_> = requests
         .iter()
@@ -470,4 +472,64 @@ async fn the_hub_as_deploy_hubs_service_account_is_never_refused_and_uses_every_
          {used_yet_allowed:?}\nrequests: {:#?}",
         requests.keys().collect::<Vec<_>>()
     );
+}
+
+/// The hub's identity approves kube-apiserver-client CSRs only: a kubelet-serving request
+/// (a node's serving identity) and an add-on signer the admin has not granted are refused.
+async fn hub_may_not_approve_other_signers(state: &Path, admin: &Client) {
+    use k8s_openapi::api::certificates::v1::{
+        CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestSpec,
+    };
+    use kube::api::{Patch, PatchParams, PostParams};
+
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(state.join("hub-sa.kubeconfig")).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let as_hub: Api<CertificateSigningRequest> = Api::all(Client::try_from(config).unwrap());
+    let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    let made =
+        flotilla_core::x509::client_request("system:node:n1", &["system:nodes"], &[], &["n1"]).unwrap();
+    for (name, signer, usages) in [
+        (
+            "kubelet-serving-n1",
+            "kubernetes.io/kubelet-serving",
+            ["digital signature", "key encipherment", "server auth"],
+        ),
+        (
+            "ungranted-addon-signer",
+            "example.com/not-granted",
+            ["digital signature", "key encipherment", "client auth"],
+        ),
+    ] {
+        let csr = CertificateSigningRequest {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: CertificateSigningRequestSpec {
+                request: k8s_openapi::ByteString(made.request_pem.clone().into_bytes()),
+                signer_name: signer.into(),
+                usages: Some(usages.map(String::from).to_vec()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        csrs.create(&PostParams::default(), &csr).await.unwrap();
+        let approval = serde_json::json!({"status": {"conditions": [CertificateSigningRequestCondition {
+            type_: "Approved".into(),
+            status: "True".into(),
+            reason: Some("Test".into()),
+            ..Default::default()
+        }]}});
+        let refused = as_hub
+            .patch_approval(name, &PatchParams::default(), &Patch::Merge(&approval))
+            .await;
+        assert!(
+            matches!(&refused, Err(kube::Error::Api(status)) if status.code == 403),
+            "the hub's identity approved a {signer} CSR: {refused:?}"
+        );
+    }
 }
