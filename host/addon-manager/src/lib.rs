@@ -608,7 +608,12 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
             registration_view,
             options.clone()
         ),
-        csr::run(client.clone(), Arc::clone(&plugins), options.clone()),
+        csr::run(
+            client.clone(),
+            Arc::clone(&plugins),
+            Arc::clone(&configs),
+            options.clone()
+        ),
         deploy::run(
             client.clone(),
             Arc::clone(&plugins),

@@ -11,6 +11,12 @@
 //!                   it the template (WASI env), same limits     template revision
 //! ```
 //!
+//! The template name comes from `status.configReferences`, which the cluster's own agent may
+//! write as well as the rollout; so a template is served to an add-on (and its signing CA used
+//! for it) only when it is that add-on's: its `spec.addonName` names the add-on. An agent that
+//! names another add-on's template gets nothing from it (Unavailable, with the rule in the
+//! message and a warning).
+//!
 //! One instance per template revision because `describe` and `hub-permissions` take no configs
 //! in the frozen contract: the template must be the instance's own (see
 //! `plugins/addon-template`). A template whose spec changes gets a new instance; the previous
@@ -22,6 +28,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use flotilla_api::addon::v1alpha1::{AddOnTemplate, ManagedClusterAddOn};
 use flotilla_builtin_plugins::{ADDON_TEMPLATE, ADDON_TEMPLATE_ENV};
 use flotilla_core::addon::configs::config_reference_from_v1alpha1;
+use flotilla_core::addon::install::template_for_addon;
 use flotilla_core::addon::spec_hash::spec_hash;
 use flotilla_wasm::{Limits, Plugin, PluginRegistry};
 use kube::{Api, Client, ResourceExt};
@@ -66,6 +73,42 @@ fn template_of(addon: &ManagedClusterAddOn) -> Option<String> {
         .map(|d| d.referent.name)
 }
 
+/// What [`released_template`] found.
+enum Released {
+    /// No template released to the add-on.
+    None,
+    /// A template that may not serve the add-on: why, for a condition.
+    Refused(String),
+    /// The add-on's own template.
+    Template(Box<AddOnTemplate>),
+}
+
+/// The AddOnTemplate released to `addon`, if it is the add-on's own: one whose `spec.addonName`
+/// names the add-on. The name is read from `status.configReferences`, which the cluster's agent
+/// may write, so another add-on's template (with its manifests, registrations and signing CA)
+/// is refused, with a warning naming the rule.
+async fn released_template(client: &Client, addon: &ManagedClusterAddOn) -> Result<Released> {
+    let Some(template_name) = template_of(addon) else {
+        return Ok(Released::None);
+    };
+    let name = addon.name_any();
+    let Some(template) = Api::<AddOnTemplate>::all(client.clone())
+        .get_opt(&template_name)
+        .await
+        .map_err(error::read(format!("AddOnTemplate {template_name}")))?
+    else {
+        return Ok(Released::Refused(format!(
+            "AddOnTemplate {template_name} (the config of add-on {name}) not found"
+        )));
+    };
+    if let Err(refused) = template_for_addon(&template.spec.addon_name, &template_name, &name) {
+        let cluster = addon.namespace().unwrap_or_default();
+        tracing::warn!(addon = %name, %cluster, template = %template_name, %refused, "AddOnTemplate refused");
+        return Ok(Released::Refused(refused));
+    }
+    Ok(Released::Template(Box::new(template)))
+}
+
 fn served(loaded: &Result<Arc<Plugin>, String>) -> Served {
     match loaded {
         Ok(plugin) => Served::By(Arc::clone(plugin)),
@@ -95,26 +138,28 @@ impl Plugins {
         self.registry.get(addon)
     }
 
+    /// The `AddOnPlugin` that won the claim on add-on `addon`, if one did: the only one whose
+    /// spec (signers' CAs) counts for it.
+    pub(crate) fn owner(&self, addon: &str) -> Option<String> {
+        self.registry.owner(addon)
+    }
+
     /// The plugin that serves `addon` on its cluster (see the module docs).
     pub(crate) async fn for_addon(&self, client: &Client, addon: &ManagedClusterAddOn) -> Result<Served> {
         let name = addon.name_any();
         if let Some(plugin) = self.registry.get(&name) {
             return Ok(Served::By(plugin));
         }
-        let Some(template_name) = template_of(addon) else {
-            return Ok(Served::Pending(format!(
-                "no AddOnPlugin drives add-on {name} and no AddOnTemplate has been resolved for it yet"
-            )));
+        let template = match released_template(client, addon).await? {
+            Released::None => {
+                return Ok(Served::Pending(format!(
+                    "no AddOnPlugin drives add-on {name} and no AddOnTemplate has been resolved for it yet"
+                )));
+            }
+            Released::Refused(message) => return Ok(Served::Unavailable(message)),
+            Released::Template(template) => template,
         };
-        let Some(template) = Api::<AddOnTemplate>::all(client.clone())
-            .get_opt(&template_name)
-            .await
-            .map_err(error::read(format!("AddOnTemplate {template_name}")))?
-        else {
-            return Ok(Served::Unavailable(format!(
-                "AddOnTemplate {template_name} (the config of add-on {name}) not found"
-            )));
-        };
+        let template_name = template.name_any();
         let object = serde_json::to_value(&template).unwrap_or_default();
         let hash = spec_hash(&object).unwrap_or_default();
         let key = (name.clone(), template_name.clone());
@@ -156,14 +201,7 @@ impl Plugins {
         addon: &ManagedClusterAddOn,
         signer: &str,
     ) -> Result<Option<(String, String)>> {
-        let Some(template_name) = template_of(addon) else {
-            return Ok(None);
-        };
-        let Some(template) = Api::<AddOnTemplate>::all(client.clone())
-            .get_opt(&template_name)
-            .await
-            .map_err(error::read(format!("AddOnTemplate {template_name}")))?
-        else {
+        let Released::Template(template) = released_template(client, addon).await? else {
             return Ok(None);
         };
         Ok(template

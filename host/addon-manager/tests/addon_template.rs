@@ -347,82 +347,132 @@ async fn allow_csr_creation(client: &Client) {
     .await;
 }
 
-#[tokio::test]
-async fn a_templates_custom_signer_csr_is_signed_with_the_signing_ca_the_template_names() {
-    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-    const SIGNER: &str = "example.com/tpl-signer";
-    let (addon, cluster) = ("tpl-signer", "tpl-signer");
-    let client = client().await;
-    allow_csr_creation(&client).await;
-    support::namespace(&client, CONFIG_NAMESPACE).await;
-    let ca = flotilla_testing::pki::CertificateAuthority::new("template signer test CA").expect("CA");
+/// Stores a new CA called `cn` as the `kubernetes.io/tls` Secret `name` in the config namespace.
+async fn signing_ca(client: &Client, name: &str, cn: &str) {
+    support::namespace(client, CONFIG_NAMESPACE).await;
+    let ca = flotilla_testing::pki::CertificateAuthority::new(cn).expect("CA");
     support::apply_json(
-        &client,
+        client,
         "v1",
         "Secret",
         Some(CONFIG_NAMESPACE),
         json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-               "metadata": {"name": "tpl-signer-ca", "namespace": CONFIG_NAMESPACE},
+               "metadata": {"name": name, "namespace": CONFIG_NAMESPACE},
                "stringData": {"tls.crt": ca.cert_pem(), "tls.key": ca.key_pem()}}),
     )
     .await;
-    let mut template = hello_template(addon, addon);
+}
+
+/// [`hello_template`] whose one registration is custom signer `signer`, signed by the CA in
+/// Secret `ca`, for user `user` in group `group`.
+fn signer_template(name: &str, addon: &str, signer: &str, ca: &str, user: &str, group: &str) -> Value {
+    let mut template = hello_template(name, addon);
     template["spec"]["registration"] = json!([{"type": "CustomSigner", "customSigner": {
-        "signerName": SIGNER, "signingCA": {"name": "tpl-signer-ca", "namespace": CONFIG_NAMESPACE},
-        "subject": {"user": "tpl-signer-agent", "groups": ["tpl-signer-group"]}}}]);
-    template_addon(&client, addon, addon, Some(template)).await;
-    support::cluster(&client, cluster).await;
-    support::enable(&client, addon, cluster, json!([])).await;
+        "signerName": signer, "signingCA": {"name": ca, "namespace": CONFIG_NAMESPACE},
+        "subject": {"user": user, "groups": [group]}}}]);
+    template
+}
 
+/// Waits until ManagedClusterAddOn `cluster/addon` registers `signer`; returns that registration.
+async fn await_registration(
+    client: &Client,
+    cluster: &str,
+    addon: &str,
+    signer: &str,
+) -> flotilla_api::addon::v1alpha1::RegistrationConfig {
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
-    let registered =
-        flotilla_testing::wait::until("the template's custom registration", support::TIMEOUT, || {
-            let api = api.clone();
-            async move {
-                Ok::<_, kube::Error>(api.get_opt(addon).await?.and_then(|a| {
-                    a.status?
-                        .registrations
-                        .into_iter()
-                        .find(|r| r.signer_name == SIGNER)
-                }))
-            }
-        })
-        .await
-        .expect("registered");
-    assert_eq!(registered.subject.user, "tpl-signer-agent");
+    let what = format!("registration of {cluster}/{addon} for {signer}");
+    flotilla_testing::wait::until(&what, support::TIMEOUT, || {
+        let api = api.clone();
+        async move {
+            Ok::<_, kube::Error>(api.get_opt(addon).await?.and_then(|a| {
+                a.status?
+                    .registrations
+                    .into_iter()
+                    .find(|r| r.signer_name == signer)
+            }))
+        }
+    })
+    .await
+    .expect(&what)
+}
 
-    // The cluster's registration agent asks for the certificate.
+/// A client with cluster `cluster`'s registration agent identity, allowed what the hub grants
+/// that agent on its add-ons (read them, write their status).
+async fn agent(client: &Client, cluster: &str) -> Client {
     let group = format!("system:open-cluster-management:{cluster}");
-    let agent = support::hub()
+    support::apply_json(
+        client,
+        "rbac.authorization.k8s.io/v1",
+        "Role",
+        Some(cluster),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": "test-registration-agent", "namespace": cluster},
+               "rules": [
+                   {"apiGroups": ["addon.open-cluster-management.io"], "resources": ["managedclusteraddons"],
+                    "verbs": ["get", "list", "watch"]},
+                   {"apiGroups": ["addon.open-cluster-management.io"],
+                    "resources": ["managedclusteraddons/status"], "verbs": ["patch", "update"]}]}),
+    )
+    .await;
+    support::apply_json(
+        client,
+        "rbac.authorization.k8s.io/v1",
+        "RoleBinding",
+        Some(cluster),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "test-registration-agent", "namespace": cluster},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                           "name": "test-registration-agent"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]}),
+    )
+    .await;
+    support::hub()
         .await
         .client_for(
             &format!("{group}:agent1"),
             &[&group, "system:open-cluster-management:managed-clusters"],
         )
         .await
-        .expect("agent client");
-    let made = flotilla_core::x509::client_request("tpl-signer-agent", &["tpl-signer-group"], &[], &[])
-        .expect("request");
+        .expect("agent client")
+}
+
+/// Files, as `agent`, a CSR of `cluster`'s add-on `addon` for `signer` and subject `user` in
+/// `group`; returns its name.
+async fn file_csr(
+    agent: &Client,
+    cluster: &str,
+    addon: &str,
+    signer: &str,
+    user: &str,
+    group: &str,
+) -> String {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    let made = flotilla_core::x509::client_request(user, &[group], &[], &[]).expect("request");
     let csr: CertificateSigningRequest = serde_json::from_value(json!({
         "metadata": {"generateName": format!("addon-{cluster}-{addon}-"), "labels": {
             "open-cluster-management.io/cluster-name": cluster,
             "open-cluster-management.io/addon-name": addon}},
-        "spec": {"request": k8s_openapi::ByteString(made.request_pem.into_bytes()), "signerName": SIGNER,
+        "spec": {"request": k8s_openapi::ByteString(made.request_pem.into_bytes()), "signerName": signer,
                  "usages": ["digital signature", "key encipherment", "client auth"]},
     }))
     .expect("CSR");
-    let name = Api::<CertificateSigningRequest>::all(agent)
+    Api::<CertificateSigningRequest>::all(agent.clone())
         .create(&Default::default(), &csr)
         .await
         .expect("create CSR")
-        .name_any();
+        .name_any()
+}
+
+/// Waits for CSR `name`'s certificate; returns its issuer (RFC 4514).
+async fn await_issuer(client: &Client, name: &str) -> String {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
     let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
-    let signed = flotilla_testing::wait::until("the template CSR signed", support::TIMEOUT, || {
+    let signed = flotilla_testing::wait::until(&format!("CSR {name} signed"), support::TIMEOUT, || {
         let csrs = csrs.clone();
-        let name = name.clone();
         async move {
             Ok::<_, kube::Error>(
-                csrs.get_opt(&name)
+                csrs.get_opt(name)
                     .await?
                     .and_then(|c| c.status?.certificate)
                     .filter(|c| !c.0.is_empty()),
@@ -433,8 +483,263 @@ async fn a_templates_custom_signer_csr_is_signed_with_the_signing_ca_the_templat
     .expect("signed");
     use der::DecodePem;
     let certificate = x509_cert::Certificate::from_pem(&signed.0).expect("a PEM certificate");
-    assert_eq!(
-        certificate.tbs_certificate().issuer().to_string(),
-        "CN=template signer test CA"
+    certificate.tbs_certificate().issuer().to_string()
+}
+
+/// Waits for the add-on manager's verdict on CSR `name`: the reason and message of the first
+/// Event it records about it that is not a Normal approval in progress.
+async fn await_verdict(client: &Client, name: &str) -> (String, String) {
+    use k8s_openapi::api::core::v1::Event;
+    let api: Api<Event> = Api::all(client.clone());
+    let what = format!("a verdict Event on CSR {name}");
+    flotilla_testing::wait::until(&what, support::TIMEOUT, || {
+        let api = api.clone();
+        async move {
+            let list = api
+                .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={name}")))
+                .await?;
+            Ok::<_, kube::Error>(list.items.into_iter().find_map(|e| {
+                let reason = e.reason?;
+                reason
+                    .starts_with("AddOnCSR")
+                    .then(|| (reason, e.message.unwrap_or_default()))
+            }))
+        }
+    })
+    .await
+    .expect(&what)
+}
+
+/// The reasons and messages of every add-on manager Event on CSR `name`.
+async fn verdicts(client: &Client, name: &str) -> Vec<(String, String)> {
+    use k8s_openapi::api::core::v1::Event;
+    Api::<Event>::all(client.clone())
+        .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .expect("Events")
+        .items
+        .into_iter()
+        .filter_map(|e| {
+            let reason = e.reason?;
+            reason
+                .starts_with("AddOnCSR")
+                .then(|| (reason, e.message.unwrap_or_default()))
+        })
+        .collect()
+}
+
+/// Whether CSR `name` is approved or carries a certificate.
+async fn approved_or_issued(client: &Client, name: &str) -> bool {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    let csr = Api::<CertificateSigningRequest>::all(client.clone())
+        .get(name)
+        .await
+        .expect("CSR");
+    let status = csr.status.unwrap_or_default();
+    status.certificate.is_some_and(|c| !c.0.is_empty())
+        || status
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Approved")
+}
+
+#[tokio::test]
+async fn a_templates_custom_signer_csr_is_signed_with_the_signing_ca_the_template_names() {
+    const SIGNER: &str = "example.com/tpl-signer";
+    let (addon, cluster) = ("tpl-signer", "tpl-signer");
+    let client = client().await;
+    allow_csr_creation(&client).await;
+    signing_ca(&client, "tpl-signer-ca", "template signer test CA").await;
+    let template = signer_template(
+        addon,
+        addon,
+        SIGNER,
+        "tpl-signer-ca",
+        "tpl-signer-agent",
+        "tpl-signer-group",
+    );
+    template_addon(&client, addon, addon, Some(template)).await;
+    support::cluster(&client, cluster).await;
+    support::enable(&client, addon, cluster, json!([])).await;
+    let registered = await_registration(&client, cluster, addon, SIGNER).await;
+    assert_eq!(registered.subject.user, "tpl-signer-agent");
+
+    // The cluster's registration agent asks for the certificate.
+    let agent = agent(&client, cluster).await;
+    let name = file_csr(
+        &agent,
+        cluster,
+        addon,
+        SIGNER,
+        "tpl-signer-agent",
+        "tpl-signer-group",
+    )
+    .await;
+    assert_eq!(await_issuer(&client, &name).await, "CN=template signer test CA");
+}
+
+/// A template's custom signer: OCM approves every CSR for it, so the subject is the host's to
+/// check, against the registration the hub computes from the template. The cluster's agent may
+/// write the add-on's status; a registration it writes there for another cluster's identity is
+/// never approved or signed, and the agent's own is, tampered status or not.
+#[tokio::test]
+async fn a_registration_the_agent_writes_into_status_gets_no_certificate() {
+    const SIGNER: &str = "example.com/tpl-forge";
+    let (addon, cluster) = ("tpl-forge", "tpl-forge");
+    let client = client().await;
+    allow_csr_creation(&client).await;
+    signing_ca(&client, "tpl-forge-ca", "forge test CA").await;
+    let template = signer_template(
+        addon,
+        addon,
+        SIGNER,
+        "tpl-forge-ca",
+        "forge-agent:{cluster-name}",
+        "forge-group",
+    );
+    template_addon(&client, addon, addon, Some(template)).await;
+    support::cluster(&client, cluster).await;
+    support::enable(&client, addon, cluster, json!([])).await;
+    let own = await_registration(&client, cluster, addon, SIGNER).await;
+    assert_eq!(own.subject.user, "forge-agent:tpl-forge");
+
+    // The agent puts another cluster's identity in its add-on's status, and asks for it.
+    let agent = agent(&client, cluster).await;
+    let forged = json!({"signerName": SIGNER,
+                        "subject": {"user": "forge-agent:another-cluster", "groups": ["forge-group"]}});
+    Api::<ManagedClusterAddOn>::namespaced(agent.clone(), cluster)
+        .patch_status(
+            addon,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"registrations": [forged]}})),
+        )
+        .await
+        .expect("the agent writes its add-on's status");
+    let name = file_csr(
+        &agent,
+        cluster,
+        addon,
+        SIGNER,
+        "forge-agent:another-cluster",
+        "forge-group",
+    )
+    .await;
+    let (reason, message) = await_verdict(&client, &name).await;
+    assert_eq!(reason, "AddOnCSRRefusedByHost", "{message}");
+    assert!(message.contains("is not the registration's"), "{message}");
+    assert!(
+        !approved_or_issued(&client, &name).await,
+        "CSR {name} was approved or signed"
+    );
+
+    // The hub writes its own registrations back, and the agent's own identity is signed.
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
+    flotilla_testing::wait::until("the hub's registrations back in status", support::TIMEOUT, || {
+        let api = api.clone();
+        let own = own.clone();
+        async move {
+            let status = api.get(addon).await?.status.unwrap_or_default();
+            Ok::<_, kube::Error>((status.registrations == [own]).then_some(()))
+        }
+    })
+    .await
+    .expect("registrations restored");
+    let name = file_csr(
+        &agent,
+        cluster,
+        addon,
+        SIGNER,
+        "forge-agent:tpl-forge",
+        "forge-group",
+    )
+    .await;
+    assert_eq!(await_issuer(&client, &name).await, "CN=forge test CA");
+}
+
+/// Which AddOnTemplate serves an add-on is read from its `status.configReferences`, which the
+/// cluster's agent may write: naming another add-on's template there gets the agent nothing of
+/// it — no approval, no certificate signed with that template's CA — and the refusal says why.
+#[tokio::test]
+async fn another_addons_template_named_in_status_signs_nothing() {
+    const OTHER_SIGNER: &str = "example.com/tpl-other";
+    let (addon, cluster) = ("tpl-own", "tpl-own");
+    let client = client().await;
+    allow_csr_creation(&client).await;
+    signing_ca(&client, "tpl-own-ca", "own test CA").await;
+    signing_ca(&client, "tpl-other-ca", "other test CA").await;
+    let own = signer_template(
+        addon,
+        addon,
+        "example.com/tpl-own",
+        "tpl-own-ca",
+        "own-agent",
+        "own-group",
+    );
+    template_addon(&client, addon, addon, Some(own)).await;
+    let other = signer_template(
+        "tpl-other",
+        "tpl-other",
+        OTHER_SIGNER,
+        "tpl-other-ca",
+        "other-agent",
+        "other-group",
+    );
+    template_addon(&client, "tpl-other", "tpl-other", Some(other)).await;
+    support::cluster(&client, cluster).await;
+    support::enable(&client, addon, cluster, json!([])).await;
+    await_registration(&client, cluster, addon, "example.com/tpl-own").await;
+
+    // The agent points its add-on at the other add-on's template, and asks for its signer.
+    let agent = agent(&client, cluster).await;
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(agent.clone(), cluster);
+    let status = serde_json::to_value(api.get(addon).await.expect("add-on").status).expect("status");
+    let mut references = status["configReferences"].clone();
+    for reference in references.as_array_mut().expect("config references") {
+        if reference["resource"] == "addontemplates" {
+            reference["name"] = json!("tpl-other");
+            reference["desiredConfig"]["name"] = json!("tpl-other");
+        }
+    }
+    let tampered = json!({"status": {"configReferences": references}});
+    let write = |api: Api<ManagedClusterAddOn>| {
+        let tampered = tampered.clone();
+        async move {
+            api.patch_status(addon, &PatchParams::default(), &Patch::Merge(&tampered))
+                .await
+                .expect("the agent writes its add-on's status");
+        }
+    };
+    write(api.clone()).await;
+    let name = file_csr(&agent, cluster, addon, OTHER_SIGNER, "other-agent", "other-group").await;
+    // The rollout writes the hub's references back at once; the agent keeps writing its own,
+    // and the CSR is looked at again each time (an annotation), for a few seconds.
+    let csrs: Api<k8s_openapi::api::certificates::v1::CertificateSigningRequest> = Api::all(client.clone());
+    for round in 0..30 {
+        write(api.clone()).await;
+        let touch = json!({"metadata": {"annotations": {"test.flotilla.dev/round": round.to_string()}}});
+        csrs.patch(&name, &PatchParams::default(), &Patch::Merge(&touch))
+            .await
+            .expect("touch the CSR");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(
+            !approved_or_issued(&client, &name).await,
+            "CSR {name} was approved or signed"
+        );
+    }
+    let events = verdicts(&client, &name).await;
+    assert!(
+        events.iter().all(|(reason, _)| reason == "AddOnCSRRefusedByHost"),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|(_, m)| m.contains("AddOnTemplate tpl-other belongs to add-on tpl-other, not tpl-own")),
+        "a refusal names the rule: {events:?}"
+    );
+    assert!(
+        !approved_or_issued(&client, &name).await,
+        "CSR {name} was approved or signed"
     );
 }

@@ -557,3 +557,117 @@ async fn hub_permissions_beyond_the_cluster_namespace_are_refused_in_a_condition
             .is_none()
     );
 }
+
+/// Stores a new CA called `cn` as the `kubernetes.io/tls` Secret `signer-cas/name`.
+async fn ca_secret(client: &Client, name: &str, cn: &str) {
+    let ca = flotilla_testing::pki::CertificateAuthority::new(cn).expect("CA");
+    support::namespace(client, "signer-cas").await;
+    support::apply_json(
+        client,
+        "v1",
+        "Secret",
+        Some("signer-cas"),
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+               "metadata": {"name": name, "namespace": "signer-cas"},
+               "stringData": {"tls.crt": ca.cert_pem(), "tls.key": ca.key_pem()}}),
+    )
+    .await;
+}
+
+/// Two AddOnPlugins name one add-on: the one that drives it supplies everything for it, the
+/// other nothing — not its registrations (its component is helloworld's), and not the CA its
+/// spec.signers lists for the add-on's signer, though it sorts first among the AddOnPlugins.
+#[tokio::test]
+async fn an_addon_plugin_that_lost_the_claim_on_an_addon_supplies_nothing_for_it() {
+    use flotilla_api::plugins::v1alpha1::AddOnPlugin;
+    let (addon, cluster) = ("cs-owner", "reg-h");
+    let client = client().await;
+    allow_csr_creation(&client).await;
+    ca_secret(&client, "cs-owner-ca", "owner test CA").await;
+    ca_secret(&client, "cs-rival-ca", "rival test CA").await;
+    let signers = |ca: &str| {
+        json!({"spec": {"signers": [{"signerName": CUSTOM_SIGNER,
+        "caSecretRef": {"namespace": "signer-cas", "name": ca}}]}})
+    };
+    let plugins: Api<AddOnPlugin> = Api::all(client.clone());
+    support::register_plugin(&client, addon, flotilla_test_plugins::CUSTOM_SIGNER).await;
+    plugins
+        .patch(
+            addon,
+            &PatchParams::default(),
+            &Patch::Merge(signers("cs-owner-ca")),
+        )
+        .await
+        .expect("the owner's signer CA");
+    support::await_cma(&client, addon).await;
+
+    // The rival: helloworld's component, claiming the same add-on, with a CA of its own.
+    support::register_plugin(&client, "cs-rival-source", flotilla_test_plugins::HELLOWORLD).await;
+    let mut rival = json!({"apiVersion": "plugins.flotilla.dev/v1alpha1", "kind": "AddOnPlugin",
+        "metadata": {"name": "a-cs-rival"},
+        "spec": {"addOnName": addon, "source": {"configMap": {"namespace": support::SOURCES,
+            "name": "cs-rival-source", "key": "plugin.wasm"}}}});
+    rival["spec"]["signers"] = signers("cs-rival-ca")["spec"]["signers"].clone();
+    support::apply_json(
+        &client,
+        "plugins.flotilla.dev/v1alpha1",
+        "AddOnPlugin",
+        None,
+        rival,
+    )
+    .await;
+    wait::until("the rival's AddOnNameConflict", TIMEOUT, || {
+        let plugins = plugins.clone();
+        async move {
+            let rival = plugins.get("a-cs-rival").await?;
+            let conflict = rival
+                .status
+                .iter()
+                .flat_map(|s| &s.conditions)
+                .any(|c| c.type_ == "Ready" && c.status == "False" && c.reason == "AddOnNameConflict");
+            Ok::<_, kube::Error>(conflict.then_some(()))
+        }
+    })
+    .await
+    .expect("the rival lost the claim");
+
+    support::namespace(&client, cluster).await;
+    support::apply_json(
+        &client,
+        "cluster.open-cluster-management.io/v1",
+        "ManagedCluster",
+        None,
+        json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+               "metadata": {"name": cluster, "labels": {"custom-signer.example.com/enabled": "true"}},
+               "spec": {"hubAcceptsClient": true}}),
+    )
+    .await;
+    support::enable(&client, addon, cluster, json!([])).await;
+    let registered = await_registered(&client, cluster, addon).await;
+    let registrations = registered.status.unwrap().registrations;
+    let custom = registrations
+        .iter()
+        .find(|r| r.signer_name == CUSTOM_SIGNER)
+        .expect("the owner's custom registration, not the rival's helloworld one")
+        .clone();
+
+    let ask = Ask {
+        cluster_label: cluster,
+        addon,
+        signer: CUSTOM_SIGNER,
+        cn: custom.subject.user.clone(),
+        orgs: custom.subject.groups.clone(),
+        units: custom.subject.organization_units.clone(),
+        dns: Vec::new(),
+    };
+    let name = request(&agent(cluster).await, &ask).await;
+    let csr = await_csr(&client, &name, "custom-signer CSR signed", issued).await;
+    let pem = csr.status.unwrap().certificate.unwrap().0;
+    use der::DecodePem;
+    let certificate = x509_cert::Certificate::from_pem(&pem).expect("a PEM certificate");
+    assert_eq!(
+        certificate.tbs_certificate().issuer().to_string(),
+        "CN=owner test CA",
+        "signed with the CA of the AddOnPlugin that drives the add-on"
+    );
+}

@@ -111,6 +111,10 @@ impl PluginSlot {
 pub struct PluginRegistry {
     runtime: Runtime,
     slots: RwLock<BTreeMap<String, Arc<PluginSlot>>>,
+    /// Add-on name → the `AddOnPlugin` that won the claim on it. Only that one supplies
+    /// anything for the add-on (its revision in the slot, its signers' CAs); another naming the
+    /// same add-on supplies nothing.
+    owners: RwLock<BTreeMap<String, String>>,
 }
 
 impl PluginRegistry {
@@ -119,6 +123,7 @@ impl PluginRegistry {
         Self {
             runtime,
             slots: RwLock::new(BTreeMap::new()),
+            owners: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -174,8 +179,29 @@ impl PluginRegistry {
             .await
     }
 
-    /// Removes `addon`'s slot; calls in flight finish on the revision they hold.
+    /// Records that `AddOnPlugin` `plugin` drives `addon` (the controller's claim).
+    pub fn claim(&self, addon: &str, plugin: &str) {
+        self.owners
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(addon.to_owned(), plugin.to_owned());
+    }
+
+    /// The `AddOnPlugin` that drives `addon`, if one claimed it.
+    pub fn owner(&self, addon: &str) -> Option<String> {
+        self.owners
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(addon)
+            .cloned()
+    }
+
+    /// Removes `addon`'s slot and claim; calls in flight finish on the revision they hold.
     pub fn remove(&self, addon: &str) -> Option<Arc<Plugin>> {
+        self.owners
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(addon);
         self.slots
             .write()
             .unwrap_or_else(PoisonError::into_inner)

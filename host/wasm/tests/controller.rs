@@ -621,6 +621,8 @@ async fn deleting_an_add_on_plugin_unloads_it_and_a_second_plugin_for_the_same_a
     .unwrap();
     let status = await_condition("second", "Ready", "False", "AddOnNameConflict").await;
     assert!(condition(&status, "Ready").message.contains("owner"));
+    // The registry says which AddOnPlugin won the claim: the only one whose spec counts.
+    assert_eq!(env.registry.owner("owner").as_deref(), Some("owner"));
 
     api.delete("owner", &DeleteParams::default()).await.unwrap();
     wait::until("AddOnPlugin owner deleted", Duration::from_secs(60), || {
@@ -632,6 +634,7 @@ async fn deleting_an_add_on_plugin_unloads_it_and_a_second_plugin_for_the_same_a
     // The second plugin takes the add-on over once the first is gone.
     await_condition("second", "Ready", "True", "Ready").await;
     assert_eq!(env.registry.require("owner").unwrap().digest(), Digest::of(&wasm));
+    assert_eq!(env.registry.owner("owner").as_deref(), Some("second"));
 }
 
 /// Waits until `name`'s status satisfies `check` for the current generation.

@@ -199,6 +199,25 @@ async fn the_javascript_plugin_runs_every_hook_through_the_host() {
             .await,
         CsrDecision::Deny(_)
     ));
+    // Exactly the agent's identity: no group, unit or requester beyond it.
+    let mut one_more_group = agent_csr("cluster1", "hello-js");
+    one_more_group
+        .organizations
+        .push("system:open-cluster-management:cluster:cluster2:addon:hello-js".into());
+    let mut a_unit = agent_csr("cluster1", "hello-js");
+    a_unit.organizational_units.push("admins".into());
+    let mut not_an_agent = agent_csr("cluster1", "hello-js");
+    not_an_agent.username = "system:open-cluster-management:cluster1:agent:x".into();
+    for (what, csr) in [
+        ("one more group", one_more_group),
+        ("an organizational unit", a_unit),
+        ("a requester that is no agent", not_an_agent),
+    ] {
+        assert!(
+            matches!(plugin.approve_csr(&c, &a, &csr).await, CsrDecision::Deny(_)),
+            "{what} is approved"
+        );
+    }
     let rbac = plugin.hub_permissions(&c, &a).await.unwrap();
     assert!(rbac.iter().all(|o| o["metadata"]["namespace"] == "cluster1"));
 

@@ -107,6 +107,18 @@ fn default_csr_approval_approves_the_agent_and_denies_another_cluster() {
 }
 
 #[test]
+fn default_csr_approval_denies_a_group_beyond_the_agents_own() {
+    let (cluster, addon) = inputs();
+    let mut csr = csr_for(&cluster, &addon);
+    csr.organizations
+        .push("system:open-cluster-management:cluster:cluster2:addon:helloworld".into());
+    assert!(matches!(
+        Harness::<HelloWorld>::new().approve_csr(&cluster, &addon, &csr),
+        CsrDecision::Deny(reason) if reason.contains("not exactly the registered groups")
+    ));
+}
+
+#[test]
 fn probe_health_defers_to_the_lease() {
     let (cluster, addon) = inputs();
     assert_eq!(

@@ -2,7 +2,8 @@
 // componentize-js (StarlingMonkey), to show that the flotilla:addon@0.1.0 contract is
 // language-neutral. It is the helloworld add-on, smaller: one agent Deployment per cluster,
 // a greeting from the AddOnDeploymentConfig's customized variable GREETING, hub permissions in
-// the cluster namespace, OCM's default CSR rules and health from Deployment feedback.
+// the cluster namespace, OCM's default CSR rules (for exactly the agent's identity) and health
+// from Deployment feedback.
 //
 // WIT → JS mapping (componentize-js / jco): kebab-case names become camelCase, records are
 // objects, variants are {tag, val}, enums are strings, option<T> is the value or undefined, and
@@ -107,12 +108,20 @@ export const hooks = {
     if (csr.commonName !== user) {
       return { tag: 'deny', val: `common name ${csr.commonName} is not the agent user ${user}` };
     }
-    for (const group of agentGroups(cluster.name, addon.name)) {
-      if (!csr.organizations.includes(group)) {
-        return { tag: 'deny', val: `organizations lack the agent group ${group}` };
-      }
+    // Exactly the agent's groups, in any order: every organization is a group the
+    // certificate carries on the hub, so one more would be one more identity.
+    const groups = agentGroups(cluster.name, addon.name);
+    const sameGroups =
+      csr.organizations.every((o) => groups.includes(o)) && groups.every((g) => csr.organizations.includes(g));
+    if (!sameGroups) {
+      return { tag: 'deny', val: `organizations ${csr.organizations} are not exactly the agent groups ${groups}` };
     }
-    if (!csr.username.startsWith(`system:open-cluster-management:${cluster.name}:`)) {
+    if (csr.organizationalUnits.length > 0) {
+      return { tag: 'deny', val: `organizational units ${csr.organizationalUnits} are not registered` };
+    }
+    const prefix = `system:open-cluster-management:${cluster.name}:`;
+    const agent = csr.username.startsWith(prefix) ? csr.username.slice(prefix.length) : '';
+    if (agent === '' || agent.includes(':')) {
       return { tag: 'deny', val: `requested by ${csr.username}, not by cluster ${cluster.name}'s agent` };
     }
     return { tag: 'approve' };

@@ -22,7 +22,7 @@ use k8s_openapi::api::certificates::v1::{CertificateSigningRequest, CertificateS
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
@@ -133,23 +133,22 @@ pub(crate) async fn reconcile(csr: Arc<CertificateSigningRequest>, ctx: Arc<Cont
         }
         _ => None,
     };
-    let plugin = match &mca {
+    // Why nothing serves the add-on, when nothing does: said with the refusal.
+    let (plugin, unserved) = match &mca {
         Some(mca) => match ctx.plugins.for_addon(&ctx.client, mca).await? {
-            Served::By(plugin) => Some(plugin),
-            Served::Pending(_) | Served::Unavailable(_) => None,
+            Served::By(plugin) => (Some(plugin), None),
+            Served::Pending(why) | Served::Unavailable(why) => (None, Some(why)),
         },
-        None => None,
+        None => (None, None),
     };
     // Enabled: the add-on exists on the cluster, is not being deleted, and a plugin drives it.
     let enabled = mca
         .as_ref()
         .filter(|m| m.meta().deletion_timestamp.is_none() && plugin.is_some());
-    let registrations = enabled.map(|m| {
-        m.status
-            .as_ref()
-            .map(|s| s.registrations.clone())
-            .unwrap_or_default()
-    });
+    let registrations = match (enabled, &plugin, &cluster_label) {
+        (Some(mca), Some(plugin), Some(cluster)) => Some(hub_registrations(mca, plugin, cluster)),
+        _ => None,
+    };
     let request = match serde_json::to_value(csr.as_ref())
         .map_err(|e| e.to_string())
         .and_then(|v| inputs::csr(&v).map_err(|e| e.to_string()))
@@ -184,7 +183,7 @@ pub(crate) async fn reconcile(csr: Arc<CertificateSigningRequest>, ctx: Arc<Cont
         return match check_csr(&facts, registrations.as_deref()) {
             Ok(_) => sign(&ctx, &csr, &addon_label, mca.as_ref(), &request).await,
             Err(refusal) => {
-                let message = format!("not signed: {refusal}");
+                let message = format!("not signed: {refusal}{}", because(unserved.as_deref()));
                 event(&ctx, &csr, EventType::Warning, reasons::NOT_SIGNED, message).await;
                 Ok(Action::await_change())
             }
@@ -197,11 +196,13 @@ pub(crate) async fn reconcile(csr: Arc<CertificateSigningRequest>, ctx: Arc<Cont
                 .get_opt(cluster)
                 .await
                 .map_err(error::read(format!("ManagedCluster {cluster}")))?;
-            let namespace = mca
-                .status
-                .as_ref()
-                .map(|s| s.namespace.clone())
-                .unwrap_or_default();
+            let namespace = match &plugin {
+                Some(plugin) => {
+                    crate::registration::expected_install_namespace(&ctx.client, &ctx.configs, mca, plugin)
+                        .await?
+                }
+                None => String::new(),
+            };
             found.and_then(|c| crate::registration::plugin_inputs(&c, mca, &namespace).ok())
         }
         _ => None,
@@ -225,13 +226,14 @@ pub(crate) async fn reconcile(csr: Arc<CertificateSigningRequest>, ctx: Arc<Cont
             Ok(Action::await_change())
         }
         Err(refusal) => {
-            tracing::info!(csr = %name, addon = %addon_label, %refusal, "add-on CSR not approved");
+            let why = because(unserved.as_deref());
+            tracing::info!(csr = %name, addon = %addon_label, %refusal, why, "add-on CSR not approved");
             event(
                 &ctx,
                 &csr,
                 EventType::Warning,
                 refusal.reason(),
-                format!("not approved: {refusal}"),
+                format!("not approved: {refusal}{why}"),
             )
             .await;
             // Whether the add-on is enabled, its plugin loaded or its verdict can change: look
@@ -245,6 +247,40 @@ pub(crate) async fn reconcile(csr: Arc<CertificateSigningRequest>, ctx: Arc<Cont
             })
         }
     }
+}
+
+/// `unserved` (why nothing serves the add-on) as the end of a refusal's message.
+fn because(unserved: Option<&str>) -> String {
+    unserved.map(|why| format!(" ({why})")).unwrap_or_default()
+}
+
+/// The registrations the hub computes for `mca` from `plugin`'s answer, the only ones a CSR is
+/// checked against. `status.registrations` is not read for it: the cluster's agent may write
+/// that status. When it differs from the hub's computation it is ignored (the registration
+/// controller writes it again) and a warning says so; a plugin answer the hub refuses gives
+/// no registrations at all.
+fn hub_registrations(mca: &ManagedClusterAddOn, plugin: &Plugin, cluster: &str) -> Vec<RegistrationConfig> {
+    let addon = mca.name_any();
+    let expected = match crate::registration::expected_registrations(plugin, cluster, &addon) {
+        Ok(expected) => expected,
+        Err(refused) => {
+            tracing::warn!(%addon, %cluster, %refused, "add-on has no registrations to approve CSRs for");
+            Vec::new()
+        }
+    };
+    let written = mca
+        .status
+        .as_ref()
+        .map(|s| s.registrations.as_slice())
+        .unwrap_or_default();
+    if written != expected.as_slice() {
+        tracing::warn!(
+            %addon, %cluster,
+            "status.registrations differ from the registrations the hub computes from the plugin; \
+             CSRs are checked against the hub's, the status is ignored"
+        );
+    }
+    expected
 }
 
 /// Publishes an Event about `csr`; failures are only logged (the decision stands either way).
@@ -290,8 +326,9 @@ async fn approve(ctx: &Context, csr: &CertificateSigningRequest) -> Result<()> {
     Ok(())
 }
 
-/// Signs an approved custom-signer CSR with the CA of the AddOnPlugin that declares the signer,
-/// or else the one the add-on's AddOnTemplate names for it.
+/// Signs an approved custom-signer CSR with the CA that the AddOnPlugin driving the add-on
+/// (the one that won the claim on its name; another naming it supplies nothing) lists for the
+/// signer, or, when no AddOnPlugin drives it, the one the add-on's own AddOnTemplate names.
 async fn sign(
     ctx: &Context,
     csr: &CertificateSigningRequest,
@@ -301,25 +338,21 @@ async fn sign(
 ) -> Result<Action> {
     let name = csr.name_any();
     let signer = &csr.spec.signer_name;
-    let plugins = Api::<AddOnPlugin>::all(ctx.client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(error::read("AddOnPlugins"))?;
-    let reference = plugins
-        .items
-        .iter()
-        .filter(|p| crate::plugin::addon_name(p) == addon)
-        .find_map(|p| p.spec.signers.iter().find(|s| &s.signer_name == signer))
-        .map(|s| (s.ca_secret_ref.namespace.clone(), s.ca_secret_ref.name.clone()));
-    let reference = match (reference, mca) {
-        (Some(reference), _) => Some(reference),
+    let reference = match (ctx.plugins.owner(addon), mca) {
+        (Some(owner), _) => Api::<AddOnPlugin>::all(ctx.client.clone())
+            .get_opt(&owner)
+            .await
+            .map_err(error::read(format!("AddOnPlugin {owner}")))?
+            .filter(|p| crate::plugin::addon_name(p) == addon)
+            .and_then(|p| p.spec.signers.into_iter().find(|s| &s.signer_name == signer))
+            .map(|s| (s.ca_secret_ref.namespace, s.ca_secret_ref.name)),
         (None, Some(mca)) => crate::plugins::Plugins::template_signing_ca(&ctx.client, mca, signer).await?,
         (None, None) => None,
     };
     let Some((ca_namespace, ca_name)) = reference else {
         let message = format!(
-            "not signed: no AddOnPlugin of add-on {addon} lists signer {signer:?} in spec.signers, and no \
-             AddOnTemplate of it names a signingCA for it"
+            "not signed: the AddOnPlugin driving add-on {addon} lists no signer {signer:?} in spec.signers, \
+             or no AddOnTemplate of the add-on names a signingCA for it"
         );
         event(ctx, csr, EventType::Warning, reasons::NOT_SIGNED, message).await;
         return Ok(Action::requeue(ctx.options.retry));

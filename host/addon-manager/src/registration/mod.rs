@@ -13,8 +13,10 @@
 //!                                               └───────────────────────▶ Role/RoleBinding in <cluster>
 //! ```
 //!
-//! The klusterlet reads `status.registrations` to make its CSRs; the CSR controller
-//! (`crate::csr`) checks them against the same registrations.
+//! The klusterlet reads `status.registrations` to make its CSRs. The cluster's agent may write
+//! that status too, so what the hub trusts is never read back from it: the CSR controller
+//! (`crate::csr`) checks a CSR against the same computation ([`expected_registrations`],
+//! [`expected_install_namespace`]) made again from the plugin's answer.
 
 mod reconcile;
 
@@ -25,10 +27,11 @@ use std::sync::Arc;
 use crate::configs::ReleasedConfigs;
 use crate::plugins::Plugins;
 use flotilla_api::addon::consts::managed_cluster_addon as mca;
+use flotilla_api::addon::v1alpha1::RegistrationConfig;
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, Subject};
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
-use flotilla_core::addon::registration::Declared;
+use flotilla_core::addon::registration::{Declared, Refused, install_namespace, registrations};
 use flotilla_wasm::types::Registration;
 use kube::runtime::reflector::Store;
 use kube::runtime::utils::PredicateConfig;
@@ -74,6 +77,34 @@ pub(crate) fn declared(registrations: &[Registration]) -> Vec<Declared> {
             },
         })
         .collect()
+}
+
+/// The registrations `plugin` gives `addon` on `cluster`: its `describe()` expanded and checked
+/// ([`registrations`]). This is what the hub writes to `status.registrations` and the only thing
+/// it approves add-on CSRs against.
+pub(crate) fn expected_registrations(
+    plugin: &flotilla_wasm::Plugin,
+    cluster: &str,
+    addon: &str,
+) -> Result<Vec<RegistrationConfig>, Refused> {
+    registrations(&declared(&plugin.options().registrations), cluster, addon)
+}
+
+/// The install namespace of `addon` as the hub computes it (`status.namespace`): the released
+/// AddOnDeploymentConfig's, the spec's, the plugin's default, in that order.
+pub(crate) async fn expected_install_namespace(
+    client: &Client,
+    configs: &ReleasedConfigs,
+    addon: &ManagedClusterAddOn,
+    plugin: &flotilla_wasm::Plugin,
+) -> crate::Result<String> {
+    let status = addon.status.clone().unwrap_or_default();
+    let adc_namespace = reconcile::deployment_config_namespace(client, configs, &status).await?;
+    Ok(install_namespace(
+        adc_namespace.as_deref(),
+        &addon.spec.install_namespace,
+        plugin.options().default_install_namespace.as_deref(),
+    ))
 }
 
 /// What of an add-on the registration reads or owns: its spec and metadata, the released

@@ -16,8 +16,7 @@ use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_core::addon::configs::config_reference_from_v1alpha1;
 use flotilla_core::addon::install::is_managed_by_addon_manager;
 use flotilla_core::addon::registration::{
-    check_permissions, install_namespace, nil_registration, permission_applied, permission_failed,
-    permission_pending, registrations,
+    check_permissions, nil_registration, permission_applied, permission_failed, permission_pending,
 };
 use flotilla_core::conditions::{self, NewCondition};
 use flotilla_wasm::inputs;
@@ -29,7 +28,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::{Context, declared};
+use super::{Context, expected_install_namespace, expected_registrations};
 use crate::configs::ADC_RESOURCE;
 use crate::error::{self, Result};
 use crate::plugins::Served;
@@ -76,14 +75,9 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         }
     };
 
-    let adc_namespace = deployment_config_namespace(&ctx, &current).await?;
-    status.namespace = install_namespace(
-        adc_namespace.as_deref(),
-        &addon.spec.install_namespace,
-        plugin.options().default_install_namespace.as_deref(),
-    );
+    status.namespace = expected_install_namespace(client, &ctx.configs, &addon, &plugin).await?;
     let mut outcome = Ok(());
-    match registrations(&declared(&plugin.options().registrations), &namespace, &name) {
+    match expected_registrations(&plugin, &namespace, &name) {
         Err(refused) => {
             tracing::warn!(addon = %name, cluster = %namespace, %refused, "registration refused");
             status.registrations = Vec::new();
@@ -135,8 +129,9 @@ fn set(status: &mut ManagedClusterAddOnStatus, condition: NewCondition<'_>, now:
 }
 
 /// The `agentInstallNamespace` of the AddOnDeploymentConfig released to the add-on, if any.
-async fn deployment_config_namespace(
-    ctx: &Context,
+pub(super) async fn deployment_config_namespace(
+    client: &kube::Client,
+    configs: &crate::configs::ReleasedConfigs,
     status: &ManagedClusterAddOnStatus,
 ) -> Result<Option<String>> {
     for reference in status
@@ -150,10 +145,9 @@ async fn deployment_config_namespace(
         let Some(desired) = &reference.desired_config else {
             continue;
         };
-        if let Some(object) = ctx
-            .configs
+        if let Some(object) = configs
             .get(
-                &ctx.client,
+                client,
                 &reference.group_resource,
                 &desired.referent,
                 &desired.spec_hash,

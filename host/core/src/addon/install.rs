@@ -11,7 +11,8 @@
 //!
 //! A placement that does not exist contributes no cluster and is reported so the controller can
 //! say so; OCM skips it the same way. When several AddOnPlugins claim one add-on name,
-//! [`addon_drivers`] picks the one that drives it.
+//! [`addon_drivers`] picks the one that drives it; [`template_for_addon`] says which
+//! AddOnTemplates may serve an add-on.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -157,6 +158,28 @@ pub fn addon_drivers(claims: &[PluginClaim]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Whether AddOnTemplate `template` (whose `spec.addonName` is `template_addon`) may serve add-on
+/// `addon`: only a template of that add-on — its `addonName`, or its own name when it names
+/// none. Which template an add-on uses is read from its `status.configReferences`, which the
+/// cluster's agent may write as well as the rollout; another add-on's template would give the
+/// agent that add-on's manifests, registrations and signing CA. The error says why, for a
+/// condition and a log line.
+pub fn template_for_addon(template_addon: &str, template: &str, addon: &str) -> Result<(), String> {
+    let owner = if template_addon.is_empty() {
+        template
+    } else {
+        template_addon
+    };
+    if owner == addon {
+        Ok(())
+    } else {
+        Err(format!(
+            "AddOnTemplate {template} belongs to add-on {owner}, not {addon}; an add-on is served only by its \
+             own templates"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use flotilla_api::addon::consts::LIFECYCLE_SELF;
@@ -290,5 +313,24 @@ mod tests {
         assert_eq!(drivers["hello"], "old");
         assert_eq!(drivers["other"], "a");
         assert_eq!(drivers["solo"], "alone");
+    }
+
+    #[rstest]
+    #[case::its_own("hello", "hello-v2", "hello", true)]
+    #[case::named_for_itself("", "hello", "hello", true)]
+    #[case::another_addons("other", "other", "hello", false)]
+    #[case::another_addons_named_like_this_one("other", "hello", "hello", false)]
+    #[case::unnamed_and_another_name("", "other", "hello", false)]
+    fn only_an_addons_own_template_serves_it(
+        #[case] template_addon: &str,
+        #[case] template: &str,
+        #[case] addon: &str,
+        #[case] allowed: bool,
+    ) {
+        let verdict = template_for_addon(template_addon, template, addon);
+        assert_eq!(verdict.is_ok(), allowed, "{verdict:?}");
+        if let Err(message) = verdict {
+            assert!(message.contains("not hello"), "{message}");
+        }
     }
 }

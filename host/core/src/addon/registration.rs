@@ -298,9 +298,10 @@ fn subject_matches(csr: &CsrFacts<'_>, subject: &Subject) -> bool {
 }
 
 /// The host's checks on an add-on CSR before the plugin is asked. `registrations` are the
-/// add-on's `status.registrations` on the labelled cluster, `None` when the add-on is not
-/// enabled there (no ManagedClusterAddOn, being deleted, or no plugin). Returns the
-/// registration the CSR is for.
+/// add-on's registrations on the labelled cluster as the hub computes them from its plugin
+/// ([`registrations`]), never its `status.registrations`, which the cluster's own agent may
+/// write; `None` when the add-on is not enabled there (no ManagedClusterAddOn, being deleted,
+/// or no plugin). Returns the registration the CSR is for.
 pub fn check_csr<'r>(
     csr: &CsrFacts<'_>,
     registrations: Option<&'r [RegistrationConfig]>,

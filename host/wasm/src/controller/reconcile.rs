@@ -94,6 +94,7 @@ fn claim(ctx: &Context, plugin: &str, addon: &str) -> Result<(), String> {
         tracing::info!(plugin, addon = %old, "AddOnPlugin now drives another add-on; old one unloaded");
     }
     state.owners.insert(addon.to_owned(), plugin.to_owned());
+    ctx.registry.claim(addon, plugin);
     Ok(())
 }
 
