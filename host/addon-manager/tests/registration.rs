@@ -1,7 +1,8 @@
 //! Add-on registration on a real hub: `status.registrations`/`status.namespace` and hub
 //! permissions from the plugin, add-on CSRs approved only through the host's checks and the
 //! plugin's `approve-csr` (forged ones never, each with its reason in an Event), and
-//! custom-signer certificates signed with the CA the AddOnPlugin names.
+//! custom-signer certificates signed with the CA the AddOnPlugin names; hub permissions that
+//! reach another cluster's agent or bind a ClusterRole granting privileges are refused.
 //!
 //! CSRs are created with client certificates of the identities they claim (a cluster's
 //! registration agent, a bootstrap token user), so `spec.username` is what the apiserver says.
@@ -574,6 +575,48 @@ async fn ca_secret(client: &Client, name: &str, cn: &str) {
     .await;
 }
 
+/// Applies ClusterRole `name` with `rules`, then AddOnTemplate `addon` (one ConfigMap manifest,
+/// one kube-client registration whose hub permission binds that ClusterRole in the cluster
+/// namespace) and a ClusterManagementAddOn `addon` whose default config is the template.
+async fn template_binding_cluster_role(client: &Client, addon: &str, name: &str, rules: serde_json::Value) {
+    support::apply_json(
+        client,
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        None,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": name}, "rules": rules}),
+    )
+    .await;
+    support::apply_json(
+        client,
+        "addon.open-cluster-management.io/v1alpha1",
+        "AddOnTemplate",
+        None,
+        json!({"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "AddOnTemplate",
+               "metadata": {"name": addon},
+               "spec": {"addonName": addon,
+                        "agentSpec": {"workload": {"manifests": [
+                            {"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": addon, "namespace": "open-cluster-management-agent-addon"}}]}},
+                        "registration": [{"type": "KubeClient", "kubeClient": {"hubPermissions": [
+                            {"type": "CurrentCluster", "currentCluster": {"clusterRoleName": name}}]}}]}}),
+    )
+    .await;
+    support::apply_json(
+        client,
+        "addon.open-cluster-management.io/v1alpha1",
+        "ClusterManagementAddOn",
+        None,
+        json!({"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "ClusterManagementAddOn",
+               "metadata": {"name": addon},
+               "spec": {"supportedConfigs": [
+                   {"group": "addon.open-cluster-management.io", "resource": "addontemplates",
+                    "defaultConfig": {"name": addon}}]}}),
+    )
+    .await;
+}
+
 /// Two AddOnPlugins name one add-on: the one that drives it supplies everything for it, the
 /// other nothing — not its registrations (its component is helloworld's), and not the CA its
 /// spec.signers lists for the add-on's signer, though it sorts first among the AddOnPlugins.
@@ -670,4 +713,176 @@ async fn an_addon_plugin_that_lost_the_claim_on_an_addon_supplies_nothing_for_it
         "CN=owner test CA",
         "signed with the CA of the AddOnPlugin that drives the add-on"
     );
+}
+
+/// A client with the certificate identity the hub issues to `addon`'s template agent
+/// (`<addon>-agent`) on `cluster`: its user, the per-cluster add-on group and the add-on-wide
+/// group, as OCM's default subject has them.
+async fn template_agent(cluster: &str, addon: &str) -> Client {
+    let group = format!("system:open-cluster-management:cluster:{cluster}:addon:{addon}");
+    let addon_wide = format!("system:open-cluster-management:addon:{addon}");
+    hub()
+        .await
+        .client_for(&format!("{group}:agent:{addon}-agent"), &[&group, &addon_wide])
+        .await
+        .expect("add-on agent client")
+}
+
+/// Whether `agent` may list ConfigMaps in `namespace`: `Ok` or 403, anything else fails.
+async fn may_list_config_maps(agent: &Client, namespace: &str) -> bool {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    match Api::<ConfigMap>::namespaced(agent.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(_) => true,
+        Err(kube::Error::Api(e)) if e.code == 403 => false,
+        Err(e) => panic!("list ConfigMaps in {namespace}: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn a_template_addons_hub_permissions_reach_its_own_clusters_agent_and_no_other_clusters() {
+    let client = client().await;
+    let addon = "reg-perm";
+    template_binding_cluster_role(
+        &client,
+        addon,
+        "reg-perm-reader",
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]),
+    )
+    .await;
+    for cluster in ["reg-g1", "reg-g2"] {
+        support::cluster(&client, cluster).await;
+        support::enable(&client, addon, cluster, json!([])).await;
+    }
+    for cluster in ["reg-g1", "reg-g2"] {
+        let applied = support::await_condition(&client, cluster, addon, "RegistrationApplied", |c| {
+            c.status == "True"
+        })
+        .await;
+        assert_eq!(applied.reason, "SetPermissionApplied");
+    }
+    // Each cluster's agent reads its own cluster namespace (once the apiserver's RBAC cache has
+    // the binding), and not the other's.
+    let (one, two) = (
+        template_agent("reg-g1", addon).await,
+        template_agent("reg-g2", addon).await,
+    );
+    for (agent, cluster) in [(&one, "reg-g1"), (&two, "reg-g2")] {
+        wait::until(
+            &format!("{cluster}'s agent may read its namespace"),
+            TIMEOUT,
+            || async move { Ok::<_, kube::Error>(may_list_config_maps(agent, cluster).await.then_some(())) },
+        )
+        .await
+        .expect("the agent holds its hub permissions");
+    }
+    assert!(
+        !may_list_config_maps(&two, "reg-g1").await,
+        "cluster reg-g2's agent acts in cluster reg-g1's namespace"
+    );
+    assert!(!may_list_config_maps(&one, "reg-g2").await);
+    let binding = Api::<RoleBinding>::namespaced(client.clone(), "reg-g1")
+        .get(&format!("open-cluster-management:{addon}:clusterrole:agent"))
+        .await
+        .expect("the template's binding");
+    let subjects: Vec<String> = binding.subjects.unwrap().into_iter().map(|s| s.name).collect();
+    assert!(
+        !subjects.contains(&format!("system:open-cluster-management:addon:{addon}")),
+        "the add-on-wide group, in every cluster's agent certificate, is never bound: {subjects:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_bound_cluster_role_granting_every_verb_or_escalate_is_refused_and_nothing_is_applied() {
+    let client = client().await;
+    support::cluster(&client, "reg-h").await;
+    for (addon, rules, rule) in [
+        (
+            "reg-star",
+            json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]),
+            "verb \"*\"",
+        ),
+        (
+            "reg-escalate",
+            json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"],
+                    "verbs": ["get", "create", "escalate"]}]),
+            "verb \"escalate\"",
+        ),
+    ] {
+        template_binding_cluster_role(&client, addon, &format!("{addon}-role"), rules).await;
+        support::enable(&client, addon, "reg-h", json!([])).await;
+        // Settled: applied or refused (not pending the plugin).
+        let refused = support::await_condition(&client, "reg-h", addon, "RegistrationApplied", |c| {
+            matches!(c.reason.as_str(), "SetPermissionApplied" | "SetPermissionFailed")
+        })
+        .await;
+        assert_eq!(refused.reason, "SetPermissionFailed");
+        assert!(
+            refused.message.contains(&format!("ClusterRole \"{addon}-role\""))
+                && refused.message.contains(rule),
+            "the message names the ClusterRole and the rule: {}",
+            refused.message
+        );
+        assert!(
+            Api::<RoleBinding>::namespaced(client.clone(), "reg-h")
+                .get_opt(&format!("open-cluster-management:{addon}:clusterrole:agent"))
+                .await
+                .unwrap()
+                .is_none(),
+            "nothing of a refused answer is applied"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_refused_answer_removes_the_permissions_an_earlier_answer_was_granted() {
+    let client = client().await;
+    let addon = "reg-revoked";
+    let rules = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]);
+    template_binding_cluster_role(&client, addon, "reg-revoked-reader", rules).await;
+    support::cluster(&client, "reg-i").await;
+    support::enable(&client, addon, "reg-i", json!([])).await;
+    support::await_condition(&client, "reg-i", addon, "RegistrationApplied", |c| {
+        c.reason == "SetPermissionApplied"
+    })
+    .await;
+    let bindings = Api::<RoleBinding>::namespaced(client.clone(), "reg-i");
+    let granted = format!("open-cluster-management:{addon}:clusterrole:agent");
+    assert!(bindings.get_opt(&granted).await.unwrap().is_some());
+
+    // The template now also binds a Role the answer does not declare.
+    Api::<kube::api::DynamicObject>::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            "addon.open-cluster-management.io",
+            "v1alpha1",
+            "AddOnTemplate",
+        )),
+    )
+    .patch(
+        addon,
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(json!([{"op": "add",
+                "path": "/spec/registration/0/kubeClient/hubPermissions/-",
+                "value": {"type": "SingleNamespace", "singleNamespace": {"namespace": "reg-i",
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "someone-elses"}}}}]))
+            .unwrap(),
+        ),
+    )
+    .await
+    .expect("edit the template");
+    let refused = support::await_condition(&client, "reg-i", addon, "RegistrationApplied", |c| {
+        c.reason == "SetPermissionFailed"
+    })
+    .await;
+    assert!(refused.message.contains("someone-elses"), "{}", refused.message);
+    wait::until("the earlier grant removed", TIMEOUT, || {
+        let (bindings, granted) = (bindings.clone(), granted.clone());
+        async move { Ok::<_, kube::Error>(bindings.get_opt(&granted).await?.is_none().then_some(())) }
+    })
+    .await
+    .expect("the add-on's applied permissions are removed with a refused answer");
 }

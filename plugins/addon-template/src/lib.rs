@@ -520,20 +520,20 @@ pub fn manifests(
 }
 
 /// The RoleBindings of the template's kube-client hub permissions on `cluster`, named as OCM
-/// names them (`open-cluster-management:<addon>:<role kind>:agent`), binding the agent's user
-/// and groups. `CurrentCluster` binds its ClusterRole in the cluster namespace; `SingleNamespace`
-/// is honoured only for the cluster namespace itself, since add-on permissions never reach
-/// beyond it here, and any other namespace is an error saying so.
+/// names them (`open-cluster-management:<addon>:<role kind>:agent`), binding this cluster's
+/// agent only: its user and the per-cluster add-on group. Never the add-on-wide group
+/// `system:open-cluster-management:addon:<addon>`, which every cluster's agent carries: bound
+/// here it would let every cluster's agent act in this cluster's namespace (and the host
+/// refuses it). `CurrentCluster` binds its ClusterRole in the cluster namespace;
+/// `SingleNamespace` is honoured only for the cluster namespace itself, since add-on
+/// permissions never reach beyond it here, and any other namespace is an error saying so.
 pub fn hub_permissions(template: &Template, cluster: &str, addon: &str) -> Result<Vec<Manifest>, AddonError> {
     let subject = flotilla_addon_sdk::csr::expand_subject(&kube_client_subject(template), cluster, addon);
-    let mut subjects =
-        vec![json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": subject.user})];
-    subjects.extend(
-        subject
-            .groups
-            .iter()
-            .map(|g| json!({"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": g})),
-    );
+    let cluster_group = format!("system:open-cluster-management:cluster:{cluster}:addon:{addon}");
+    let subjects = [
+        json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": subject.user}),
+        json!({"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": cluster_group}),
+    ];
     let mut bindings = Vec::new();
     for registration in template
         .registrations()

@@ -144,7 +144,7 @@ fn bad_manifests_are_errors_naming_the_problem(#[case] manifest: Value, #[case] 
 }
 
 #[test]
-fn current_cluster_permission_binds_the_cluster_role_in_the_cluster_namespace_to_the_agent() {
+fn current_cluster_permission_binds_the_cluster_role_in_the_cluster_namespace_to_this_clusters_agent_only() {
     let rbac = hub_permissions(&hello_template(), "cluster1", "hello-template").expect("permissions");
     assert_eq!(
         rbac,
@@ -163,8 +163,6 @@ fn current_cluster_permission_binds_the_cluster_role_in_the_cluster_namespace_to
                  "name": "system:open-cluster-management:cluster:cluster1:addon:hello-template:agent:hello-template-agent"},
                 {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
                  "name": "system:open-cluster-management:cluster:cluster1:addon:hello-template"},
-                {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
-                 "name": "system:open-cluster-management:addon:hello-template"},
             ],
         })]
     );

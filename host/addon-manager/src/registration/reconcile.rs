@@ -4,8 +4,10 @@
 //! `status.registrations` purely; ask the plugin for hub permissions, check them, apply them
 //! and delete the ones it no longer returns; patch status once if it changed.
 //!
-//! A plugin fault, a refused registration or refused permissions leave the permissions
-//! already applied as they are and say why in `RegistrationApplied`.
+//! A plugin fault or a refused registration leaves the permissions already applied as they are
+//! and says why in `RegistrationApplied`. Permissions refused by the rules
+//! (`flotilla_core::addon::permissions`) remove the add-on's applied ones too: what an earlier
+//! answer (or an earlier, laxer hub) granted is not trusted once the add-on asks for more.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,12 +17,13 @@ use flotilla_api::addon::v1alpha1::{ManagedClusterAddOn, ManagedClusterAddOnStat
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_core::addon::configs::config_reference_from_v1alpha1;
 use flotilla_core::addon::install::is_managed_by_addon_manager;
+use flotilla_core::addon::permissions::{Permission, check_cluster_role, check_permissions};
 use flotilla_core::addon::registration::{
-    check_permissions, nil_registration, permission_applied, permission_failed, permission_pending,
+    nil_registration, permission_applied, permission_failed, permission_pending,
 };
 use flotilla_core::conditions::{self, NewCondition};
 use flotilla_wasm::inputs;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -110,6 +113,15 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
                     tracing::warn!(addon = %name, cluster = %namespace, %message, "hub permissions not applied");
                     permission_failed(message)
                 }
+                Err(Failure::Forbidden(message)) => {
+                    tracing::warn!(addon = %name, cluster = %namespace, %message,
+                        "hub permissions refused; the add-on's applied ones are removed");
+                    if let Ok(mut applied) = ctx.applied.lock() {
+                        applied.remove(&addon.uid().unwrap_or_default());
+                    }
+                    outcome = prune(client, &namespace, &name, &BTreeSet::new()).await;
+                    permission_failed(message)
+                }
                 Err(Failure::Kube(e)) => {
                     outcome = Err(e);
                     permission_failed("applying the hub permissions failed; retrying".to_owned())
@@ -166,13 +178,18 @@ pub(super) async fn deployment_config_namespace(
 
 /// Why the hub permissions were not (all) applied.
 enum Failure {
-    /// The plugin failed or its output was refused: a condition, not a retry.
+    /// The plugin failed: a condition, not a retry.
     Refused(String),
+    /// The output breaks a permission rule: a condition, and the add-on's applied permissions
+    /// are removed.
+    Forbidden(String),
     /// The API server refused a write: retried.
     Kube(error::Error),
 }
 
-/// Calls `hub-permissions`, checks the output and applies it; deletes what it no longer returns.
+/// Calls `hub-permissions`, checks the output (and the ClusterRoles it binds, read from the
+/// hub) and applies it as checked; deletes what it no longer returns. Nothing is applied unless
+/// every object passed.
 async fn permissions(
     ctx: &Context,
     addon: &ManagedClusterAddOn,
@@ -188,8 +205,9 @@ async fn permissions(
         .hub_permissions(&cluster_input, &addon_input)
         .await
         .map_err(|e| Failure::Refused(format!("hub-permissions: {e}")))?;
-    check_permissions(&objects, &namespace, regs)
-        .map_err(|e| Failure::Refused(format!("hub-permissions: {e}")))?;
+    let checked = check_permissions(&objects, &namespace, &name, regs)
+        .map_err(|e| Failure::Forbidden(format!("hub-permissions: {e}")))?;
+    let objects: Vec<Value> = checked.objects.iter().map(Permission::to_value).collect();
 
     let owner = json!({
         "apiVersion": ManagedClusterAddOn::api_version(&()),
@@ -230,6 +248,15 @@ async fn permissions(
     if applied_recently(ctx, &uid, key) {
         return Ok(());
     }
+    // A bound ClusterRole is checked by what it grants now; a later edit of it is checked at
+    // the next periodic apply.
+    for cluster_role in &checked.cluster_roles {
+        let found = read_cluster_role(&ctx.client, cluster_role)
+            .await
+            .map_err(Failure::Kube)?;
+        check_cluster_role(cluster_role, found.as_ref())
+            .map_err(|e| Failure::Forbidden(format!("hub-permissions: {e}")))?;
+    }
     let mut keep = BTreeSet::new();
     for (kind, object_name, object) in desired {
         let params = PatchParams::apply(PERMISSIONS_FIELD_MANAGER).force();
@@ -259,6 +286,21 @@ async fn permissions(
     }
     remember_applied(ctx, uid, key);
     Ok(())
+}
+
+/// ClusterRole `name`, if it exists. Read with a LIST by name: the hub may list ClusterRoles
+/// (the registration's controllers watch them) and needs no `get` for this.
+async fn read_cluster_role(client: &kube::Client, name: &str) -> Result<Option<ClusterRole>> {
+    // Field selector values escape `\`, `,` and `=` (Kubernetes' fields.EscapeValue).
+    let escaped = name.replace('\\', "\\\\").replace(',', "\\,").replace('=', "\\=");
+    let list = Api::<ClusterRole>::all(client.clone())
+        .list(&ListParams::default().fields(&format!("metadata.name={escaped}")))
+        .await
+        .map_err(error::read(format!("ClusterRole {name}")))?;
+    Ok(list
+        .items
+        .into_iter()
+        .find(|r| r.metadata.name.as_deref() == Some(name)))
 }
 
 /// Whether the add-on's hub permissions were applied from inputs with fingerprint `key` less

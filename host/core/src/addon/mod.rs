@@ -19,6 +19,7 @@ pub mod configs;
 pub mod go_json;
 pub mod health;
 pub mod install;
+pub mod permissions;
 pub mod registration;
 pub mod revision;
 pub mod rollout;

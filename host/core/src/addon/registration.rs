@@ -23,7 +23,6 @@ use flotilla_api::addon::consts::{
     DEFAULT_INSTALL_NAMESPACE, KUBE_APISERVER_CLIENT_SIGNER, managed_cluster_addon as mca,
 };
 use flotilla_api::addon::v1alpha1::{RegistrationConfig, Subject};
-use serde_json::Value;
 
 use crate::conditions::{FALSE, NewCondition, TRUE};
 
@@ -364,73 +363,6 @@ pub fn check_csr<'r>(
     Ok(registration)
 }
 
-/// Checks `hub-permissions` output for `addon` on `cluster`: only
-/// `rbac.authorization.k8s.io/v1` Roles and RoleBindings in the cluster namespace; a
-/// RoleBinding binds only the add-on's registered identities (their users and groups) and never
-/// the `cluster-admin`, `admin` or `edit` ClusterRoles or a `system:` ClusterRole.
-pub fn check_permissions(
-    objects: &[Value],
-    cluster: &str,
-    registrations: &[RegistrationConfig],
-) -> Result<(), String> {
-    let users: BTreeSet<&str> = registrations.iter().map(|r| r.subject.user.as_str()).collect();
-    let groups: BTreeSet<&str> = registrations
-        .iter()
-        .flat_map(|r| r.subject.groups.iter().map(String::as_str))
-        .collect();
-    for (i, o) in objects.iter().enumerate() {
-        let text = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or_default();
-        let (api_version, kind, name) = (text("/apiVersion"), text("/kind"), text("/metadata/name"));
-        let what = format!("object {i} ({kind} {name:?})");
-        if api_version != "rbac.authorization.k8s.io/v1" || !matches!(kind, "Role" | "RoleBinding") {
-            return Err(format!(
-                "{what}: {api_version} {kind} is not an rbac.authorization.k8s.io/v1 Role or RoleBinding"
-            ));
-        }
-        match o.pointer("/metadata/namespace") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(ns)) if ns == cluster => {}
-            Some(other) => {
-                return Err(format!(
-                    "{what}: namespace {other} is not the cluster namespace {cluster:?}"
-                ));
-            }
-        }
-        if kind != "RoleBinding" {
-            continue;
-        }
-        let role_kind = text("/roleRef/kind");
-        let role_name = text("/roleRef/name");
-        let privileged =
-            matches!(role_name, "cluster-admin" | "admin" | "edit") || role_name.starts_with("system:");
-        if role_kind == "ClusterRole" && privileged {
-            return Err(format!("{what}: binds the privileged ClusterRole {role_name:?}"));
-        }
-        let subjects = o
-            .get("subjects")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for s in &subjects {
-            let (skind, sname) = (
-                s.get("kind").and_then(Value::as_str).unwrap_or_default(),
-                s.get("name").and_then(Value::as_str).unwrap_or_default(),
-            );
-            let allowed = match skind {
-                "User" => users.contains(sname),
-                "Group" => groups.contains(sname),
-                _ => false,
-            };
-            if !allowed {
-                return Err(format!(
-                    "{what}: subject {skind} {sname:?} is not one of the add-on's registered identities on cluster {cluster}"
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// `RegistrationApplied` True `NilRegistration`: the add-on registers nothing.
 pub fn nil_registration() -> NewCondition<'static> {
     NewCondition {
@@ -603,7 +535,6 @@ impl x509_cert::builder::profile::BuilderProfile for ClientLeaf {
 #[cfg(test)]
 mod tests {
     use rstest::rstest;
-    use serde_json::json;
 
     use super::*;
 
@@ -798,58 +729,6 @@ mod tests {
                 cluster: "c1".into()
             }
         );
-    }
-
-    fn role(ns: Option<&str>) -> Value {
-        let mut role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                              "metadata": {"name": "r"}, "rules": []});
-        if let Some(ns) = ns {
-            role["metadata"]["namespace"] = json!(ns);
-        }
-        role
-    }
-
-    fn binding(role_kind: &str, role_name: &str, kind: &str, name: &str) -> Value {
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "b"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role_name},
-               "subjects": [{"kind": kind, "name": name, "apiGroup": "rbac.authorization.k8s.io"}]})
-    }
-
-    #[test]
-    fn a_role_and_a_binding_to_the_addons_group_are_allowed() {
-        let objects = [
-            role(Some("c1")),
-            binding(
-                "Role",
-                "r",
-                "Group",
-                "system:open-cluster-management:cluster:c1:addon:hello",
-            ),
-        ];
-        assert_eq!(check_permissions(&objects, "c1", &hello_registrations()), Ok(()));
-    }
-
-    #[rstest]
-    #[case::a_cluster_role(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "x"}}), "not an rbac")]
-    #[case::a_secret(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}), "not an rbac")]
-    #[case::another_namespace(role(Some("c2")), "not the cluster namespace")]
-    #[case::cluster_admin(
-        binding(
-            "ClusterRole",
-            "cluster-admin",
-            "Group",
-            "system:open-cluster-management:addon:hello"
-        ),
-        "privileged"
-    )]
-    #[case::another_clusters_group(
-        binding("Role", "r", "Group", "system:open-cluster-management:cluster:c2:addon:hello"),
-        "not one of"
-    )]
-    #[case::a_service_account(binding("Role", "r", "ServiceAccount", "default"), "not one of")]
-    fn other_permissions_are_refused(#[case] object: Value, #[case] reason: &str) {
-        let error = check_permissions(&[object], "c1", &hello_registrations()).unwrap_err();
-        assert!(error.contains(reason), "{error}");
     }
 
     #[test]
