@@ -1,14 +1,19 @@
 //! `flotilla accept --clusters c1,c2`: approve the first certificate request of each cluster and
 //! let it in (`spec.hubAcceptsClient: true`), as `clusteradm accept` does.
 //!
-//! Only pending requests labelled with the cluster's name and made by a bootstrap identity are
-//! approved: a request from anyone else is left for a person to look at.
+//! Only pending requests labelled with the cluster's name, made by a bootstrap identity and
+//! asking for that cluster's own agent identity
+//! ([`flotilla_core::registration::hub::csr::check_bootstrap`]) are approved. Everyone joining
+//! shares the bootstrap token, so a request under one cluster's label may ask for another
+//! cluster's identity; such requests, and requests from anyone else, are left pending and named
+//! with the rule they break, for a person to look at.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use clap::Args;
 use flotilla_api::cluster::{consts::CLUSTER_NAME_LABEL, v1::ManagedCluster};
+use flotilla_core::registration::hub::csr::{self, BootstrapRequest, ExpectedGroups};
 use flotilla_registration::names;
 use k8s_openapi::{
     api::certificates::v1::{CertificateSigningRequest, CertificateSigningRequestCondition},
@@ -73,18 +78,33 @@ async fn accept_one(hub: &Client, cluster: &str, timeout: Duration) -> anyhow::R
     let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
     loop {
         let found = clusters.get_opt(cluster).await.context("read ManagedCluster")?;
-        let pending: Vec<CertificateSigningRequest> = csrs
+        let (approvable, left_alone): (Vec<_>, Vec<_>) = csrs
             .list(&ListParams::default().labels(&selector))
             .await
             .context("list certificate requests")?
             .items
             .into_iter()
-            .filter(|csr| is_pending(csr) && from_bootstrap_identity(csr))
-            .collect();
+            .filter(is_pending)
+            .map(|csr| {
+                let verdict = judge(cluster, &csr);
+                (csr, verdict)
+            })
+            .partition(|(_, verdict)| verdict.is_ok());
         let accepted = found.as_ref().is_some_and(|c| c.spec.hub_accepts_client);
-        if found.is_some() && (!pending.is_empty() || accepted) {
+        let done = found.is_some() && (!approvable.is_empty() || accepted);
+        if done || Instant::now() >= deadline {
+            for (csr, verdict) in &left_alone {
+                if let Err(why) = verdict {
+                    eprintln!(
+                        "cluster {cluster:?}: certificate request {} left pending: {why}",
+                        csr.name_any()
+                    );
+                }
+            }
+        }
+        if done {
             let mut approved = 0;
-            for csr in &pending {
+            for (csr, _) in &approvable {
                 approve(&csrs, csr).await?;
                 approved += 1;
             }
@@ -99,12 +119,37 @@ async fn accept_one(hub: &Client, cluster: &str, timeout: Duration) -> anyhow::R
         }
         if Instant::now() >= deadline {
             bail!(
-                "no ManagedCluster with a pending certificate request from a bootstrap identity after {timeout:?}; \
-                 is its klusterlet running (`flotilla join`)?"
+                "no ManagedCluster with a pending certificate request for its own agent from a bootstrap \
+                 identity after {timeout:?}; is its klusterlet running (`flotilla join`)?"
             );
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// Why accepting `cluster` may not approve this pending request, if it may not: it must come
+/// from a bootstrap identity and ask for the cluster's own agent identity.
+fn judge(cluster: &str, csr: &CertificateSigningRequest) -> Result<(), String> {
+    if !from_bootstrap_identity(csr) {
+        return Err(format!(
+            "requester {:?} is not a bootstrap identity",
+            csr.spec.username.as_deref().unwrap_or_default()
+        ));
+    }
+    let cluster_group = names::cluster_group(cluster);
+    let request = BootstrapRequest {
+        signer_name: &csr.spec.signer_name,
+        cluster,
+        request: &csr.spec.request.0,
+        usages: csr.spec.usages.as_deref().unwrap_or_default(),
+    };
+    let expected = ExpectedGroups {
+        cluster_group: &cluster_group,
+        managed_clusters_group: names::MANAGED_CLUSTERS_GROUP,
+    };
+    csr::check_bootstrap(&request, expected)
+        .map(drop)
+        .map_err(|rejection| rejection.to_string())
 }
 
 fn is_pending(csr: &CertificateSigningRequest) -> bool {

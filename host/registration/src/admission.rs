@@ -3,15 +3,21 @@
 //!
 //! | policy | rule (OCM's webhook behaviour) |
 //! |---|---|
-//! | `managedcluster-validation` | name is a namespace name; client URLs are https; turning `hubAcceptsClient` on needs `update` on `managedclusters/accept`; changing the cluster-set label needs `create` on `managedclustersets/join` for the old and the new set |
+//! | `managedcluster-validation` | name is a namespace name and not a reserved one (see below); client URLs are https; turning `hubAcceptsClient` on needs `update` on `managedclusters/accept`; changing the cluster-set label needs `create` on `managedclustersets/join` for the old and the new set |
 //! | `managedcluster-taints` | only the hub sets `timeAdded`: others may add taints without it and may keep an existing taint's value, nothing else |
 //! | `managedclustersetbinding-validation` | name equals `spec.clusterSet`; binding needs `create` on `managedclustersets/bind` |
+//!
+//! Reserved cluster names (Flotilla's own rule; the hub controllers also refuse to act on them
+//! when admission was bypassed): `default`, `kube-*` and `open-cluster-management*`, whose
+//! namespaces belong to Kubernetes or the hub, and `registration` and `work`, whose ClusterRole
+//! would be a hub-wide role. The list is derived from the names the hub's RBAC uses.
 //!
 //! The permission checks use CEL's `authorizer`, which asks the apiserver's own authorizer —
 //! the same answer a SubjectAccessReview gives. The hub's identity (`system:masters`, or the
 //! hub's service account) is exempt from the taint rule because it is the one that stamps
 //! `timeAdded`.
 
+use flotilla_core::registration::hub::acceptance;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
@@ -107,6 +113,13 @@ fn managed_cluster_validation() -> serde_json::Value {
                     "reason": "Invalid",
                 },
                 {
+                    "expression": reserved_name_rule(),
+                    "messageExpression": format!("'metadata.name ' + object.metadata.name + ' is reserved: \
+                        clusters may not be named {}, or after a namespace of Kubernetes or of the hub \
+                        (default, kube-*, open-cluster-management*)'", reserved_for_message()),
+                    "reason": "Invalid",
+                },
+                {
                     "expression": "!has(object.spec.managedClusterClientConfigs) || \
                         object.spec.managedClusterClientConfigs.all(c, !has(c.url) || c.url.startsWith('https://'))",
                     "message": "spec.managedClusterClientConfigs[].url must use https://",
@@ -132,6 +145,26 @@ fn managed_cluster_validation() -> serde_json::Value {
             ],
         }
     })
+}
+
+/// CEL refusing, on create, every name [`crate::names::validate_cluster_name`] refuses.
+fn reserved_name_rule() -> String {
+    let mut names: Vec<String> = acceptance::PROTECTED_NAMESPACES.map(str::to_owned).to_vec();
+    names.extend(crate::names::hub_role_cluster_names());
+    let list = |items: &[String]| serde_json::to_string(items).unwrap_or_default();
+    let prefixes: Vec<String> = acceptance::PROTECTED_NAMESPACE_PREFIXES
+        .map(str::to_owned)
+        .to_vec();
+    format!(
+        "request.operation != 'CREATE' || !(object.metadata.name in {} || {}.exists(p, object.metadata.name.startsWith(p)))",
+        list(&names),
+        list(&prefixes)
+    )
+}
+
+/// The hub-role names, for the refusal message.
+fn reserved_for_message() -> String {
+    crate::names::hub_role_cluster_names().join(" or ")
 }
 
 fn managed_cluster_taints() -> serde_json::Value {
@@ -188,6 +221,20 @@ fn cluster_set_binding_validation() -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reserved_name_rule_lists_every_reserved_name() {
+        let rule = reserved_name_rule();
+        for needle in [
+            "\"default\"",
+            "\"registration\"",
+            "\"work\"",
+            "\"kube-\"",
+            "\"open-cluster-management\"",
+        ] {
+            assert!(rule.contains(needle), "{needle} missing from {rule}");
+        }
+    }
 
     #[test]
     fn every_policy_decodes_and_has_a_binding_of_the_same_name() {

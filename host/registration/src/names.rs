@@ -2,6 +2,8 @@
 //! annotations, finalizers and condition constants of the API kinds live in
 //! `flotilla_api::cluster::consts`; these are the registration-specific ones.
 
+use flotilla_core::registration::hub::acceptance;
+
 /// Namespace of the hub's own components.
 pub const HUB_NAMESPACE: &str = "open-cluster-management-hub";
 /// Namespace of the klusterlet's agents on a managed cluster.
@@ -50,6 +52,14 @@ pub const REGISTRATION_CLUSTER_ROLE: &str = "open-cluster-management:managedclus
 /// ClusterRole a cluster's work agent gets in its namespace.
 pub const WORK_CLUSTER_ROLE: &str = "open-cluster-management:managedcluster:work";
 
+/// Every hub-wide ClusterRole (the ones [`crate::hub::hub_cluster_roles`] builds): no object
+/// the hub names after a cluster may ever be one of them.
+pub const HUB_CLUSTER_ROLES: [&str; 3] = [
+    BOOTSTRAP_CLUSTER_ROLE,
+    REGISTRATION_CLUSTER_ROLE,
+    WORK_CLUSTER_ROLE,
+];
+
 /// Finalizer the hub keeps on a cluster's ManifestWorks until no works remain.
 pub const MANIFEST_WORK_CLEANUP_FINALIZER: &str = "cluster.open-cluster-management.io/manifest-work-cleanup";
 
@@ -83,9 +93,47 @@ pub fn work_role_binding(cluster: &str) -> String {
     format!("open-cluster-management:managedcluster:{cluster}:work")
 }
 
+/// The cluster-scoped objects the hub names after a cluster: its ClusterRole and
+/// ClusterRoleBinding.
+pub fn cluster_scoped_names(cluster: &str) -> Vec<String> {
+    vec![cluster_role(cluster)]
+}
+
+/// Checks that the hub may act for a cluster named `cluster`
+/// ([`flotilla_core::registration::hub::acceptance::validate_reserved_name`] with the hub's
+/// own names); the error names the rule broken.
+pub fn validate_cluster_name(cluster: &str) -> Result<(), String> {
+    acceptance::validate_reserved_name(cluster, &cluster_scoped_names(cluster), &HUB_CLUSTER_ROLES)
+}
+
+/// The cluster names whose ClusterRole would be a hub-wide role (`registration`, `work`):
+/// what admission refuses besides the protected namespaces, derived from the same names.
+pub fn hub_role_cluster_names() -> Vec<String> {
+    let prefix = cluster_role("");
+    HUB_CLUSTER_ROLES
+        .iter()
+        .filter_map(|role| role.strip_prefix(&prefix))
+        .filter(|name| flotilla_core::names::dns_label_problem(name).is_none())
+        .map(str::to_owned)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clusters_named_after_a_hub_role_are_refused() {
+        assert_eq!(hub_role_cluster_names(), ["registration", "work"]);
+        for name in hub_role_cluster_names() {
+            assert!(validate_cluster_name(&name).is_err(), "{name}");
+        }
+        assert!(validate_cluster_name("kube-system").is_err());
+        assert!(validate_cluster_name(HUB_NAMESPACE).is_err());
+        assert!(validate_cluster_name(AGENT_NAMESPACE).is_err());
+        assert!(validate_cluster_name(BOOTSTRAP_SA_NAMESPACE).is_err());
+        assert_eq!(validate_cluster_name("cluster1"), Ok(()));
+    }
 
     #[test]
     fn per_cluster_names_follow_ocm() {

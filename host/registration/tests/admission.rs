@@ -1,5 +1,6 @@
 //! Registration's admission rules, enforced by a real kube-apiserver: who may accept a cluster,
-//! move it between cluster sets, bind a set, set taint times; and what a cluster may be named.
+//! move it between cluster sets, bind a set, set taint times; and what a cluster may be named
+//! (a namespace name, and none of the hub's own names).
 
 #![allow(
     clippy::unwrap_used,
@@ -170,6 +171,36 @@ async fn a_cluster_name_must_be_a_namespace_name_and_urls_must_be_https() {
         serde_json::from_value(json!([{ "url": "http://insecure.example:6443" }])).unwrap();
     let message = denial(admin.create(&PostParams::default(), &plain_http).await);
     assert!(message.contains("https://"), "{message}");
+}
+
+#[tokio::test]
+async fn a_cluster_may_not_take_the_name_of_a_hub_role_or_a_system_namespace() {
+    let cp = hub().await;
+    let admin: Api<ManagedCluster> = Api::all(cp.admin_client().await.unwrap());
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    for name in [
+        "work",
+        "registration",
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "default",
+        flotilla_registration::names::HUB_NAMESPACE,
+        "open-cluster-management",
+        "open-cluster-management-agent",
+    ] {
+        let message = denial(admin.create(&dry_run, &cluster(name, false)).await);
+        assert!(message.contains(&format!("{name} is reserved")), "{message}");
+    }
+    for name in ["work1", "registration-east", "my-kube-system", "cluster1"] {
+        admin
+            .create(&dry_run, &cluster(name, false))
+            .await
+            .unwrap_or_else(|e| panic!("{name} must be allowed: {e}"));
+    }
 }
 
 #[tokio::test]

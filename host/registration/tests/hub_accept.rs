@@ -1,8 +1,9 @@
 //! Acceptance against a real apiserver: what the hub creates for an accepted cluster (with
 //! OCM's names), that the RBAC it grants isolates one cluster's agent from everything else
 //! (checked with the agents' own certificates), that withdrawing acceptance takes write
-//! access away, and that a cluster name that cannot be a namespace is reported, not retried
-//! hot.
+//! access away, that a cluster name that cannot be a namespace is reported, not retried
+//! hot, and that with admission bypassed a cluster named after a hub-wide role, a system
+//! namespace or someone else's namespace is refused: nothing written there, nothing deleted.
 
 #![allow(
     clippy::unwrap_used,
@@ -12,7 +13,7 @@
 
 mod hub_support;
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use flotilla_api::{
     cluster::{
@@ -26,19 +27,20 @@ use flotilla_api::{
     work::v1::ManifestWork,
 };
 use flotilla_registration::names;
+use flotilla_testing::wait;
 use hub_support::*;
 use k8s_openapi::{
     api::{
         coordination::v1::Lease,
         core::v1::{Namespace, Secret},
-        rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding},
+        rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleBinding},
     },
     apimachinery::pkg::apis::meta::v1::MicroTime,
     jiff::Timestamp,
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{ListParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -413,4 +415,187 @@ async fn a_cluster_name_that_cannot_name_a_namespace_is_reported_and_not_retried
         before, after,
         "the hub must not rewrite a cluster it cannot accept"
     );
+}
+
+/// The rules and labels of a ClusterRole, once it exists (the hub installs the hub-wide roles
+/// as it starts): what a cluster's name must never rewrite.
+async fn role_content(
+    admin: &Client,
+    name: &str,
+) -> (Option<Vec<PolicyRule>>, Option<BTreeMap<String, String>>) {
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    let role = eventually_ok(&format!("ClusterRole {name}"), || roles.get(name)).await;
+    (role.rules, role.metadata.labels)
+}
+
+/// Waits until the hub has decided on cluster `name` (HubAcceptedManagedCluster, any status).
+async fn decided(admin: &Client, name: &str) -> ManagedCluster {
+    wait_cluster(admin, name, "the hub decided", |c| {
+        find(cluster_conditions(c), CONDITION_HUB_ACCEPTED).is_some()
+    })
+    .await
+}
+
+/// The HubAcceptedManagedCluster message of a refused cluster.
+fn refusal(cluster: &ManagedCluster) -> String {
+    let condition = find(cluster_conditions(cluster), CONDITION_HUB_ACCEPTED).unwrap();
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("False", REASON_ERROR),
+        "{condition:?}"
+    );
+    condition.message.clone()
+}
+
+#[tokio::test]
+async fn a_cluster_named_after_a_hub_role_never_writes_or_deletes_that_role() {
+    let cp = hub(CP).await;
+    let admin = cp.admin_client().await.unwrap();
+    let hub_roles = [names::REGISTRATION_CLUSTER_ROLE, names::WORK_CLUSTER_ROLE];
+    let mut before = Vec::new();
+    for role in hub_roles {
+        before.push(role_content(&admin, role).await);
+    }
+    let api: Api<ManagedCluster> = Api::all(admin.clone());
+
+    // No admission policy runs here: as if it were bypassed or not yet installed.
+    for name in ["registration", "work"] {
+        create_cluster(&admin, &cluster(name, true, 60, &[])).await;
+    }
+    for name in ["registration", "work"] {
+        decided(&admin, name).await;
+    }
+    for (role, before) in hub_roles.iter().zip(&before) {
+        assert_eq!(&role_content(&admin, role).await, before, "{role} was rewritten");
+    }
+    for name in ["registration", "work"] {
+        let message = refusal(&api.get(name).await.unwrap());
+        assert!(message.contains("is reserved"), "{message}");
+        let note = wait_event(&admin, "ManagedCluster", name, "ClusterNameReserved").await;
+        assert!(note.contains("hub-wide role"), "{note}");
+    }
+
+    // Denying them runs the revoke path, which must not shrink the roles either.
+    for name in ["registration", "work"] {
+        set_accepted(&admin, name, false).await;
+        wait_condition(
+            &admin,
+            name,
+            CONDITION_HUB_ACCEPTED,
+            "False",
+            REASON_HUB_CLUSTER_ADMIN_DENIED,
+        )
+        .await;
+    }
+    for (role, before) in hub_roles.iter().zip(&before) {
+        assert_eq!(
+            &role_content(&admin, role).await,
+            before,
+            "{role} was rewritten on denial"
+        );
+    }
+
+    for name in ["registration", "work"] {
+        api.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    for name in ["registration", "work"] {
+        wait::until("cluster gone", TIMEOUT, || async {
+            Ok::<_, kube::Error>(api.get_opt(name).await?.is_none().then_some(()))
+        })
+        .await
+        .unwrap();
+    }
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    for (role, before) in hub_roles.iter().zip(&before) {
+        let after = roles.get(role).await.unwrap();
+        assert_eq!(
+            &(after.rules, after.metadata.labels),
+            before,
+            "{role} changed by the deletion"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_namespace_the_hub_did_not_create_gets_no_agent_role_bindings() {
+    let cp = hub(CP).await;
+    let admin = cp.admin_client().await.unwrap();
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    // Someone else's namespace, made before a cluster of the same name is accepted.
+    let foreign = "someone-elses";
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({ "metadata": { "name": foreign } })).unwrap(),
+        )
+        .await
+        .unwrap();
+
+    let cases = [
+        (foreign, "not created by the hub", "ClusterNamespaceNotOwned"),
+        ("kube-system", "is reserved", "ClusterNameReserved"),
+    ];
+    for (name, _, _) in cases {
+        create_cluster(&admin, &cluster(name, true, 60, &[])).await;
+    }
+    for (name, _, _) in cases {
+        decided(&admin, name).await;
+    }
+    for (name, _, _) in cases {
+        let bindings = Api::<RoleBinding>::namespaced(admin.clone(), name)
+            .list(&ListParams::default())
+            .await
+            .unwrap();
+        let granted: Vec<_> = bindings
+            .items
+            .iter()
+            .filter(|b| {
+                b.subjects
+                    .iter()
+                    .flatten()
+                    .any(|s| s.name.ends_with(&format!("open-cluster-management:{name}")))
+            })
+            .map(|b| b.name_any())
+            .collect();
+        assert!(granted.is_empty(), "agent RoleBindings in {name}: {granted:?}");
+        assert_eq!(
+            status_code(
+                &Api::<ClusterRole>::all(admin.clone())
+                    .get(&names::cluster_role(name))
+                    .await
+            ),
+            Some(404),
+            "no ClusterRole for {name}"
+        );
+        assert_eq!(
+            status_code(
+                &Api::<Lease>::namespaced(admin.clone(), name)
+                    .get(names::CLUSTER_LEASE)
+                    .await
+            ),
+            Some(404),
+            "no cluster lease in {name}"
+        );
+        let namespace = namespaces.get(name).await.unwrap();
+        assert!(
+            !namespace.labels().contains_key(CLUSTER_NAME_LABEL),
+            "{name} must not be adopted"
+        );
+    }
+    for (name, rule, reason) in cases {
+        let message = refusal(&Api::<ManagedCluster>::all(admin.clone()).get(name).await.unwrap());
+        assert!(message.contains(rule), "{message}");
+        wait_event(&admin, "ManagedCluster", name, reason).await;
+    }
+
+    // Deleting the cluster leaves the namespace alone.
+    let api: Api<ManagedCluster> = Api::all(admin.clone());
+    api.delete(foreign, &DeleteParams::default()).await.unwrap();
+    wait::until("cluster gone", TIMEOUT, || async {
+        Ok::<_, kube::Error>(api.get_opt(foreign).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+    let namespace = namespaces.get(foreign).await.unwrap();
+    assert!(namespace.metadata.deletion_timestamp.is_none());
 }

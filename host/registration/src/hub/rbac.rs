@@ -270,6 +270,11 @@ mod tests {
             .collect();
         assert_eq!(
             names,
+            names::HUB_CLUSTER_ROLES,
+            "the reserved cluster names derive from these"
+        );
+        assert_eq!(
+            names,
             [
                 "open-cluster-management:bootstrap",
                 "open-cluster-management:managedcluster:registration",

@@ -16,6 +16,13 @@
 //!
 //! First-time (bootstrap) requests come from a bootstrap identity, so `spec.username` differs
 //! from the CN and they are left to the admin (`flotilla accept`). Anything else stays pending.
+//!
+//! `flotilla accept` decides on those first-time requests with [`check_bootstrap`]: the same
+//! signer, subject and usage rules, without the requester and standing rules (the requester
+//! is a bootstrap identity, and accepting the cluster is what the admin is doing). Whoever
+//! holds the shared bootstrap token can file a request under any cluster's label, so the
+//! subject must still be that cluster's own agent: otherwise accepting one cluster would hand
+//! out another cluster's identity.
 
 use std::fmt;
 
@@ -55,6 +62,19 @@ pub struct RenewalRequest<'a> {
     pub cluster: ClusterStanding,
 }
 
+/// What `flotilla accept` knows about one first-time CSR of the cluster it accepts.
+#[derive(Clone, Copy, Debug)]
+pub struct BootstrapRequest<'a> {
+    /// `spec.signerName`.
+    pub signer_name: &'a str,
+    /// The cluster being accepted, whose label the request carries.
+    pub cluster: &'a str,
+    /// `spec.request`: the PKCS#10 request, PEM.
+    pub request: &'a [u8],
+    /// `spec.usages`.
+    pub usages: &'a [String],
+}
+
 /// The groups a cluster's agent must carry; built by the caller from the shared OCM names.
 #[derive(Clone, Copy, Debug)]
 pub struct ExpectedGroups<'a> {
@@ -69,7 +89,7 @@ pub struct ExpectedGroups<'a> {
 pub struct Eligible {
     /// The cluster whose agent asks.
     pub cluster: String,
-    /// The requested user (CN), equal to the requester.
+    /// The requested user (CN): an agent of that cluster (and, for a renewal, the requester).
     pub common_name: String,
 }
 
@@ -135,11 +155,52 @@ impl Rejection {
 /// the apiserver whether the requester may `renew` the cluster's client certificates.
 pub fn check(request: &RenewalRequest<'_>, expected: ExpectedGroups<'_>) -> Result<Eligible, Rejection> {
     let cluster = request.cluster_label.ok_or(Rejection::NotAClusterRequest)?;
-    if request.signer_name != KUBE_APISERVER_CLIENT_SIGNER {
-        return Err(Rejection::WrongSigner(request.signer_name.to_owned()));
+    let common_name = agent_identity(request.signer_name, request.request, request.usages, expected)?;
+
+    if request.username != common_name {
+        return Err(Rejection::RequesterIsNotSubject {
+            requester: request.username.to_owned(),
+            common_name,
+        });
     }
-    let info =
-        x509::parse_request(request.request).map_err(|e| Rejection::MalformedRequest(e.to_string()))?;
+
+    match request.cluster {
+        ClusterStanding::NotFound => Err(Rejection::ClusterNotFound(cluster.to_owned())),
+        ClusterStanding::NotAccepted => Err(Rejection::ClusterNotAccepted(cluster.to_owned())),
+        ClusterStanding::Accepted => Ok(Eligible {
+            cluster: cluster.to_owned(),
+            common_name,
+        }),
+    }
+}
+
+/// Decides whether accepting `request.cluster` may approve this first-time request: only when
+/// it asks for that cluster's own agent identity, with the renewal's signer, subject and usage
+/// rules. Who filed it (a bootstrap identity) is the caller's to check.
+pub fn check_bootstrap(
+    request: &BootstrapRequest<'_>,
+    expected: ExpectedGroups<'_>,
+) -> Result<Eligible, Rejection> {
+    let common_name = agent_identity(request.signer_name, request.request, request.usages, expected)?;
+    Ok(Eligible {
+        cluster: request.cluster.to_owned(),
+        common_name,
+    })
+}
+
+/// The checks every cluster client certificate passes, renewal or first request: the
+/// kube-apiserver-client signer, a subject that is an agent of the expected cluster in exactly
+/// its groups, and client usages. Returns the requested user (CN).
+fn agent_identity(
+    signer_name: &str,
+    request: &[u8],
+    usages: &[String],
+    expected: ExpectedGroups<'_>,
+) -> Result<String, Rejection> {
+    if signer_name != KUBE_APISERVER_CLIENT_SIGNER {
+        return Err(Rejection::WrongSigner(signer_name.to_owned()));
+    }
+    let info = x509::parse_request(request).map_err(|e| Rejection::MalformedRequest(e.to_string()))?;
     let subject = info.subject;
 
     let organizations_ok = !subject.organizations.is_empty()
@@ -167,32 +228,13 @@ pub fn check(request: &RenewalRequest<'_>, expected: ExpectedGroups<'_>) -> Resu
         });
     }
 
-    if let Some(bad) = request
-        .usages
-        .iter()
-        .find(|u| !ALLOWED_USAGES.contains(&u.as_str()))
-    {
+    if let Some(bad) = usages.iter().find(|u| !ALLOWED_USAGES.contains(&u.as_str())) {
         return Err(Rejection::DisallowedUsage(bad.clone()));
     }
-    if !request.usages.iter().any(|u| u == CLIENT_AUTH_USAGE) {
+    if !usages.iter().any(|u| u == CLIENT_AUTH_USAGE) {
         return Err(Rejection::MissingClientAuth);
     }
-
-    if request.username != subject.common_name {
-        return Err(Rejection::RequesterIsNotSubject {
-            requester: request.username.to_owned(),
-            common_name: subject.common_name,
-        });
-    }
-
-    match request.cluster {
-        ClusterStanding::NotFound => Err(Rejection::ClusterNotFound(cluster.to_owned())),
-        ClusterStanding::NotAccepted => Err(Rejection::ClusterNotAccepted(cluster.to_owned())),
-        ClusterStanding::Accepted => Ok(Eligible {
-            cluster: cluster.to_owned(),
-            common_name: subject.common_name,
-        }),
-    }
+    Ok(subject.common_name)
 }
 
 impl fmt::Display for Eligible {
@@ -352,6 +394,97 @@ mod tests {
         let rejection = bootstrap.check().unwrap_err();
         assert!(!rejection.may_change());
         assert!(matches!(rejection, Rejection::RequesterIsNotSubject { .. }));
+    }
+
+    /// A fixture: cluster1's klusterlet asking for its first certificate, changed by the case.
+    struct First {
+        signer: &'static str,
+        request: Vec<u8>,
+        usages: Vec<String>,
+    }
+
+    impl First {
+        fn request() -> Self {
+            Self {
+                signer: KUBE_APISERVER_CLIENT_SIGNER,
+                request: pem(C1_AGENT, &[C1_GROUP, ALL]),
+                usages: usages(&ALLOWED_USAGES),
+            }
+        }
+
+        fn check(&self) -> Result<Eligible, Rejection> {
+            check_bootstrap(
+                &BootstrapRequest {
+                    signer_name: self.signer,
+                    cluster: "cluster1",
+                    request: &self.request,
+                    usages: &self.usages,
+                },
+                expected(),
+            )
+        }
+    }
+
+    #[test]
+    fn accepting_a_cluster_approves_a_first_request_for_its_own_agent() {
+        assert_eq!(
+            First::request().check(),
+            Ok(Eligible {
+                cluster: "cluster1".into(),
+                common_name: C1_AGENT.into(),
+            })
+        );
+        let without_common_group = First {
+            request: pem(C1_AGENT, &[C1_GROUP]),
+            ..First::request()
+        };
+        assert!(without_common_group.check().is_ok());
+        let client_auth_only = First {
+            usages: usages(&["client auth"]),
+            ..First::request()
+        };
+        assert!(client_auth_only.check().is_ok());
+    }
+
+    #[rstest]
+    #[case::another_clusters_identity(First { request: pem(C2_AGENT, &[C2_GROUP, ALL]), ..First::request() })]
+    #[case::another_clusters_cn_in_this_group(First { request: pem(C2_AGENT, &[C1_GROUP]), ..First::request() })]
+    #[case::another_clusters_group(First { request: pem(C1_AGENT, &[C2_GROUP]), ..First::request() })]
+    #[case::both_clusters_groups(First { request: pem(C1_AGENT, &[C1_GROUP, C2_GROUP]), ..First::request() })]
+    #[case::system_masters(First { request: pem(C1_AGENT, &[C1_GROUP, "system:masters"]), ..First::request() })]
+    #[case::only_the_common_group(First { request: pem(C1_AGENT, &[ALL]), ..First::request() })]
+    #[case::cn_sharing_a_prefix(First {
+        request: pem("system:open-cluster-management:cluster10:agent1", &[C1_GROUP]), ..First::request()
+    })]
+    #[case::cn_is_the_group(First { request: pem(C1_GROUP, &[C1_GROUP]), ..First::request() })]
+    #[case::an_admin_cn(First { request: pem("admin", &[C1_GROUP]), ..First::request() })]
+    #[case::wrong_signer(First { signer: "kubernetes.io/kubelet-serving", ..First::request() })]
+    #[case::server_auth_usage(First { usages: usages(&["client auth", "server auth"]), ..First::request() })]
+    #[case::no_client_auth(First { usages: usages(&["digital signature"]), ..First::request() })]
+    #[case::malformed(First { request: b"garbage".to_vec(), ..First::request() })]
+    fn accepting_a_cluster_approves_no_other_first_request(#[case] case: First) {
+        let result = case.check();
+        assert!(result.is_err(), "{result:?}");
+    }
+
+    #[test]
+    fn a_first_request_is_judged_by_the_same_rules_as_a_renewal() {
+        let forged = pem(C2_AGENT, &[C2_GROUP, ALL]);
+        let first = First {
+            request: forged.clone(),
+            ..First::request()
+        }
+        .check()
+        .unwrap_err();
+        let renewal = Case {
+            request: forged,
+            username: C2_AGENT,
+            ..Case::renewal()
+        }
+        .check()
+        .unwrap_err();
+        assert_eq!(first, renewal);
+        assert!(matches!(first, Rejection::WrongOrganizations { .. }));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use kube::{
 
 use super::{Context, HubOptions};
 
-pub(super) use reconcile::remove_role_bindings;
+pub(super) use reconcile::{namespace_owner, remove_role_bindings};
 
 /// Runs the accept controller until dropped.
 pub(super) async fn run(client: Client, options: HubOptions) {

@@ -5,12 +5,19 @@
 //!  no clusterset label? ─▶ label it `default` (DefaultClusterSet)
 //!  acceptance(hubAcceptsClient, HubAcceptedManagedCluster):
 //!    Accept: name a valid namespace name? ─no─▶ False Error (no retry storm: wait for resync)
+//!            name reserved (kube-*, work, …)? ─yes─▶ False Error + Warning Event, nothing written
+//!            namespace <c> exists without the hub's label? ─yes─▶ the same
 //!            finalizer api-resource-cleanup, namespace <c>, ClusterRole/Binding, RoleBindings,
 //!            Lease managed-cluster-lease (created once; the agent renews it)
 //!            ⇒ True HubClusterAdminAccepted, or False Error with what failed
-//!    Revoke: ClusterRole read-only, RoleBindings deleted ⇒ False HubClusterAdminDenied
+//!    Revoke: ClusterRole read-only (not for a reserved name), RoleBindings deleted (only in
+//!            the hub's own namespace) ⇒ False HubClusterAdminDenied
 //!    Ignore: nothing
 //! ```
+//!
+//! Admission refuses reserved names, but may be bypassed or installed late, so the controller
+//! checks again: it never writes a hub-wide role, nor grants anything in a namespace it did not
+//! create for the cluster.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -23,7 +30,7 @@ use flotilla_api::cluster::{
 };
 use flotilla_core::conditions;
 use flotilla_core::registration::hub::{
-    acceptance::{self, Acceptance},
+    acceptance::{self, Acceptance, ClusterNamespace},
     clusterset, lease,
 };
 use k8s_openapi::{
@@ -85,9 +92,38 @@ async fn accept(
         // Nothing changes until the object does; the resync is only a safety net.
         return Ok(Action::requeue(context.options.resync));
     }
+    if let Err(message) = names::validate_cluster_name(&name) {
+        return refuse(api, &cluster, &current, context, REASON_RESERVED_NAME, message).await;
+    }
+    let client = &context.client;
+    if let Err(failure) = claim_namespace(client, &name).await {
+        return match failure {
+            Claim::Foreign => {
+                let message = acceptance::foreign_namespace_message(&name);
+                refuse(
+                    api,
+                    &cluster,
+                    &current,
+                    context,
+                    REASON_FOREIGN_NAMESPACE,
+                    message,
+                )
+                .await
+            }
+            Claim::Failed(e) => {
+                write::set_condition(
+                    api,
+                    &cluster,
+                    &current,
+                    acceptance::error_condition(e.to_string()),
+                )
+                .await?;
+                Err(e)
+            }
+        };
+    }
     let cluster = write::add_finalizer(api, &cluster, API_RESOURCE_CLEANUP_FINALIZER).await?;
 
-    let client = &context.client;
     let mut errors = Vec::new();
     let cluster_scoped = async {
         flotilla_kube::apply::apply(
@@ -105,13 +141,8 @@ async fn accept(
     if let Err(e) = cluster_scoped.await {
         errors.push(e);
     }
-    match flotilla_kube::apply::apply(&Api::<Namespace>::all(client.clone()), &namespace(&name)).await {
-        Ok(_) => {
-            if let Err(e) = namespaced(client, &cluster).await {
-                errors.push(e);
-            }
-        }
-        Err(e) => errors.push(e.into()),
+    if let Err(e) = namespaced(client, &cluster).await {
+        errors.push(e);
     }
 
     let failure = Error::several(errors);
@@ -139,6 +170,90 @@ async fn accept(
         Some(e) => Err(e),
         None => Ok(Action::requeue(context.options.resync)),
     }
+}
+
+/// Event reason when a cluster's name is reserved for the hub's own objects.
+const REASON_RESERVED_NAME: &str = "ClusterNameReserved";
+/// Event reason when a cluster's namespace was made by someone else.
+const REASON_FOREIGN_NAMESPACE: &str = "ClusterNamespaceNotOwned";
+
+/// Reports why the hub will not accept the cluster (HubAcceptedManagedCluster False Error, a
+/// log line, and a Warning Event when the reason is new) and writes nothing else.
+async fn refuse(
+    api: &Api<ManagedCluster>,
+    cluster: &ManagedCluster,
+    current: &[Condition],
+    context: &Context,
+    reason: &str,
+    message: String,
+) -> Result<Action> {
+    let name = cluster.name_any();
+    tracing::warn!(cluster = %name, rule = reason, %message, "refusing to accept cluster");
+    let already = conditions::find(current, CONDITION_HUB_ACCEPTED).is_some_and(|c| c.message == message);
+    write::set_condition(
+        api,
+        cluster,
+        current,
+        acceptance::error_condition(message.clone()),
+    )
+    .await?;
+    if !already {
+        context.events.warning(cluster, reason, "Accept", message).await;
+    }
+    // Nothing changes until the object (or the namespace) does; the resync re-checks.
+    Ok(Action::requeue(context.options.resync))
+}
+
+/// Why the hub could not make the cluster namespace its own.
+enum Claim {
+    /// It exists without the hub's label: someone else's, never adopted.
+    Foreign,
+    /// Reading or creating it failed.
+    Failed(Error),
+}
+
+/// Ensures the cluster namespace is the hub's: creates it (labelled) when absent, re-applies
+/// it when it carries the hub's label, and refuses any other.
+async fn claim_namespace(client: &Client, cluster: &str) -> std::result::Result<(), Claim> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    match namespace_owner(client, cluster).await.map_err(Claim::Failed)? {
+        ClusterNamespace::Foreign => Err(Claim::Foreign),
+        ClusterNamespace::Ours => flotilla_kube::apply::apply(&namespaces, &namespace(cluster))
+            .await
+            .map(drop)
+            .map_err(|e| Claim::Failed(e.into())),
+        ClusterNamespace::Absent => {
+            let params = PostParams {
+                field_manager: Some(flotilla_kube::FIELD_MANAGER.to_owned()),
+                ..Default::default()
+            };
+            match namespaces.create(&params, &namespace(cluster)).await {
+                Ok(_) => Ok(()),
+                // Made by someone else since it was read: judge it again.
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    match namespace_owner(client, cluster).await.map_err(Claim::Failed)? {
+                        ClusterNamespace::Ours => Ok(()),
+                        _ => Err(Claim::Foreign),
+                    }
+                }
+                Err(source) => Err(Claim::Failed(Error::Create {
+                    kind: "Namespace",
+                    name: cluster.to_owned(),
+                    source,
+                })),
+            }
+        }
+    }
+}
+
+/// Whose the namespace named after `cluster` is (see [`acceptance::cluster_namespace`]).
+pub(in crate::hub) async fn namespace_owner(client: &Client, cluster: &str) -> Result<ClusterNamespace> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let existing = write::get_opt(&namespaces, cluster).await?;
+    Ok(acceptance::cluster_namespace(
+        cluster,
+        existing.as_ref().map(|ns| ns.metadata.labels.as_ref()),
+    ))
 }
 
 /// The RoleBindings and the lease in the cluster namespace (which exists by now).
@@ -179,18 +294,24 @@ async fn revoke(
     let name = cluster.name_any();
     let client = &context.client;
     tracing::info!(cluster = %name, "hub admin denied the cluster; revoking its write access");
-    flotilla_kube::apply::apply(
-        &Api::<ClusterRole>::all(client.clone()),
-        &rbac::cluster_role(&name, false),
-    )
-    .await?;
-    flotilla_kube::apply::apply(
-        &Api::<ClusterRoleBinding>::all(client.clone()),
-        &rbac::cluster_role_binding(&name),
-    )
-    .await?;
-    if acceptance::validate_namespace_name(&name).is_ok() {
-        remove_role_bindings(client, &name).await?;
+    // A reserved name's ClusterRole would be a hub-wide role, and a foreign namespace's
+    // RoleBindings are not the hub's: neither is ever written for the cluster.
+    if names::validate_cluster_name(&name).is_ok() {
+        flotilla_kube::apply::apply(
+            &Api::<ClusterRole>::all(client.clone()),
+            &rbac::cluster_role(&name, false),
+        )
+        .await?;
+        flotilla_kube::apply::apply(
+            &Api::<ClusterRoleBinding>::all(client.clone()),
+            &rbac::cluster_role_binding(&name),
+        )
+        .await?;
+        if acceptance::validate_namespace_name(&name).is_ok()
+            && namespace_owner(client, &name).await? == ClusterNamespace::Ours
+        {
+            remove_role_bindings(client, &name).await?;
+        }
     }
     write::set_condition(api, cluster, &current, acceptance::denied_condition()).await?;
     Ok(Action::requeue(context.options.resync))

@@ -7,6 +7,7 @@
 //!                                          Deleting False ResourceRemaining, look again soon
 //!            ManifestWorks left?        ─▶ the same
 //!            clean ─▶ Deleting True NoResource ─▶ ClusterRole/Binding, RoleBindings deleted
+//!                     (never a hub-wide role, never in a namespace the hub did not make)
 //!                  ─▶ resource-cleanup and api-resource-cleanup removed
 //!            a failure ─▶ Deleting False DeletingError, retry with backoff
 //! ```
@@ -24,7 +25,7 @@ use flotilla_api::{
 use flotilla_core::{
     conditions::NewCondition,
     registration::hub::{
-        acceptance,
+        acceptance::{self, ClusterNamespace},
         cleanup::{self, Remaining},
     },
 };
@@ -42,7 +43,7 @@ use serde::de::DeserializeOwned;
 use crate::hub::Context;
 use crate::{
     hub::{
-        accept::remove_role_bindings,
+        accept::{namespace_owner, remove_role_bindings},
         error::{Error, Result},
         write,
     },
@@ -174,12 +175,21 @@ where
     Ok(Some(condition))
 }
 
-/// Deletes the cluster's ClusterRole, ClusterRoleBinding and RoleBindings.
+/// Deletes the cluster's ClusterRole, ClusterRoleBinding and RoleBindings. A reserved name's
+/// ClusterRole would be a hub-wide role, and RoleBindings in a namespace the hub did not make
+/// for the cluster are not its own: neither is deleted (the hub never made them). The
+/// namespace itself is never deleted.
 async fn remove_rbac(client: &Client, cluster: &str) -> Result<()> {
+    if let Err(message) = names::validate_cluster_name(cluster) {
+        tracing::info!(cluster, %message, "reserved cluster name: no RBAC of its own to delete");
+        return Ok(());
+    }
     let role = names::cluster_role(cluster);
     write::delete_if_present(&Api::<ClusterRoleBinding>::all(client.clone()), &role).await?;
     write::delete_if_present(&Api::<ClusterRole>::all(client.clone()), &role).await?;
-    if acceptance::validate_namespace_name(cluster).is_ok() {
+    if acceptance::validate_namespace_name(cluster).is_ok()
+        && namespace_owner(client, cluster).await? == ClusterNamespace::Ours
+    {
         remove_role_bindings(client, cluster).await?;
     }
     Ok(())
