@@ -311,11 +311,24 @@ async fn sign(
         .filter(|p| crate::plugin::addon_name(p) == addon)
         .find_map(|p| p.spec.signers.iter().find(|s| &s.signer_name == signer))
         .map(|s| (s.ca_secret_ref.namespace.clone(), s.ca_secret_ref.name.clone()));
+    let from_plugin = reference.is_some();
     let reference = match (reference, mca) {
         (Some(reference), _) => Some(reference),
         (None, Some(mca)) => crate::plugins::Plugins::template_signing_ca(&ctx.client, mca, signer).await?,
         (None, None) => None,
     };
+    // An AddOnPlugin's CA must be in the plugins' namespace (templates follow OCM's rule).
+    if let Some((ca_namespace, _)) = &reference
+        && from_plugin
+        && *ca_namespace != ctx.options.plugin_secrets_namespace
+    {
+        let message = format!(
+            "not signed: the AddOnPlugin of add-on {addon} names signer {signer:?}'s caSecretRef in namespace              {ca_namespace:?}; an AddOnPlugin's Secrets must be in namespace {:?}",
+            ctx.options.plugin_secrets_namespace
+        );
+        event(ctx, csr, EventType::Warning, reasons::NOT_SIGNED, message).await;
+        return Ok(Action::requeue(ctx.options.retry));
+    }
     let Some((ca_namespace, ca_name)) = reference else {
         let message = format!(
             "not signed: no AddOnPlugin of add-on {addon} lists signer {signer:?} in spec.signers, and no \
