@@ -559,6 +559,10 @@ pub struct Options {
     /// at once, and the apiserver served each controller slowly and their status writes
     /// conflicted.
     pub max_concurrent_reconciles: u16,
+    /// The one namespace whose Secrets an `AddOnPlugin` may name: a signer's `caSecretRef`
+    /// elsewhere is never read, and its CSRs are not signed (the plugin host refuses such an
+    /// `AddOnPlugin` too, [`flotilla_core::plugin_sources`]).
+    pub plugin_secrets_namespace: String,
 }
 
 impl Default for Options {
@@ -568,6 +572,7 @@ impl Default for Options {
             retry: Duration::from_secs(10),
             max_concurrent_renders: 16,
             max_concurrent_reconciles: 16,
+            plugin_secrets_namespace: "open-cluster-management-hub".to_owned(),
         }
     }
 }

@@ -347,28 +347,34 @@ async fn allow_csr_creation(client: &Client) {
     .await;
 }
 
-/// Stores a new CA called `cn` as the `kubernetes.io/tls` Secret `name` in the config namespace.
+/// Stores a new CA called `cn` as the `kubernetes.io/tls` Secret `name` in the plugins'
+/// namespace, where the hub reads signing CAs.
 async fn signing_ca(client: &Client, name: &str, cn: &str) {
-    support::namespace(client, CONFIG_NAMESPACE).await;
+    signing_ca_in(client, support::PLUGIN_SECRETS, name, cn).await;
+}
+
+/// [`signing_ca`] in `namespace`.
+async fn signing_ca_in(client: &Client, namespace: &str, name: &str, cn: &str) {
+    support::namespace(client, namespace).await;
     let ca = flotilla_testing::pki::CertificateAuthority::new(cn).expect("CA");
     support::apply_json(
         client,
         "v1",
         "Secret",
-        Some(CONFIG_NAMESPACE),
+        Some(namespace),
         json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-               "metadata": {"name": name, "namespace": CONFIG_NAMESPACE},
+               "metadata": {"name": name, "namespace": namespace},
                "stringData": {"tls.crt": ca.cert_pem(), "tls.key": ca.key_pem()}}),
     )
     .await;
 }
 
 /// [`hello_template`] whose one registration is custom signer `signer`, signed by the CA in
-/// Secret `ca`, for user `user` in group `group`.
+/// Secret `ca` of the plugins' namespace, for user `user` in group `group`.
 fn signer_template(name: &str, addon: &str, signer: &str, ca: &str, user: &str, group: &str) -> Value {
     let mut template = hello_template(name, addon);
     template["spec"]["registration"] = json!([{"type": "CustomSigner", "customSigner": {
-        "signerName": signer, "signingCA": {"name": ca, "namespace": CONFIG_NAMESPACE},
+        "signerName": signer, "signingCA": {"name": ca, "namespace": support::PLUGIN_SECRETS},
         "subject": {"user": user, "groups": [group]}}}]);
     template
 }
@@ -577,6 +583,67 @@ async fn a_templates_custom_signer_csr_is_signed_with_the_signing_ca_the_templat
     )
     .await;
     assert_eq!(await_issuer(&client, &name).await, "CN=template signer test CA");
+}
+
+/// A template author cannot have the hub sign with a CA Secret of another namespace (OCM reads
+/// a template's signingCA from anywhere): the CSR is never signed, and an Event says why.
+#[tokio::test]
+async fn a_templates_signing_ca_outside_the_plugins_namespace_signs_nothing() {
+    const SIGNER: &str = "example.com/tpl-elsewhere";
+    let (addon, cluster) = ("tpl-elsewhere", "tpl-elsewhere");
+    let client = client().await;
+    allow_csr_creation(&client).await;
+    signing_ca_in(&client, CONFIG_NAMESPACE, "tpl-elsewhere-ca", "elsewhere test CA").await;
+    let mut template = signer_template(
+        addon,
+        addon,
+        SIGNER,
+        "tpl-elsewhere-ca",
+        "tpl-elsewhere-agent",
+        "tpl-elsewhere-group",
+    );
+    template["spec"]["registration"][0]["customSigner"]["signingCA"]["namespace"] = json!(CONFIG_NAMESPACE);
+    template_addon(&client, addon, addon, Some(template)).await;
+    support::cluster(&client, cluster).await;
+    support::enable(&client, addon, cluster, json!([])).await;
+    await_registration(&client, cluster, addon, SIGNER).await;
+    let agent = agent(&client, cluster).await;
+    let name = file_csr(
+        &agent,
+        cluster,
+        addon,
+        SIGNER,
+        "tpl-elsewhere-agent",
+        "tpl-elsewhere-group",
+    )
+    .await;
+    let what = format!("the refusal to sign CSR {name}");
+    let refusal = flotilla_testing::wait::until(&what, support::TIMEOUT, || {
+        let (client, name) = (client.clone(), name.clone());
+        async move {
+            let found = verdicts(&client, &name)
+                .await
+                .into_iter()
+                .find(|(reason, message)| {
+                    reason == "AddOnCSRNotSigned" && message.contains(CONFIG_NAMESPACE)
+                });
+            Ok::<_, kube::Error>(found)
+        }
+    })
+    .await
+    .expect(&what);
+    assert!(refusal.1.contains(support::PLUGIN_SECRETS), "{refusal:?}");
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    let csr = Api::<CertificateSigningRequest>::all(client.clone())
+        .get(&name)
+        .await
+        .expect("CSR");
+    assert!(
+        csr.status
+            .and_then(|s| s.certificate)
+            .is_none_or(|c| c.0.is_empty()),
+        "signed with a CA outside the plugins' namespace"
+    );
 }
 
 /// A template's custom signer: OCM approves every CSR for it, so the subject is the host's to

@@ -480,6 +480,41 @@ async fn custom_signer_csrs_are_signed_with_the_ca_the_addon_plugin_names() {
         24 * 3600 + 300,
         "24 h from signing, issued 5 minutes back for clock skew"
     );
+
+    // The AddOnPlugin now names a CA outside the plugins' namespace. The plugin host refuses
+    // the new spec while the last good revision keeps serving (and approving); the signer,
+    // which reads the spec's signers itself, must not sign with that CA either.
+    Api::<Secret>::namespaced(client.clone(), "kube-system")
+        .patch(
+            "custom-signer-ca",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .expect("CA secret elsewhere");
+    Api::<flotilla_api::plugins::v1alpha1::AddOnPlugin>::all(client.clone())
+        .patch(
+            "custom-signer",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"signers": [{"signerName": CUSTOM_SIGNER,
+                "caSecretRef": {"namespace": "kube-system", "name": "custom-signer-ca"}}]}})),
+        )
+        .await
+        .expect("move the signer's CA");
+    let name = request(&agent("reg-d").await, &ask).await;
+    let message = await_event(&client, &name, "AddOnCSRNotSigned").await;
+    assert!(
+        message.contains("\"kube-system\"") && message.contains(&format!("{:?}", support::PLUGIN_SECRETS)),
+        "{message}"
+    );
+    let unsigned = Api::<CertificateSigningRequest>::all(client.clone())
+        .get(&name)
+        .await
+        .expect("CSR");
+    assert!(
+        unsigned.status.and_then(|s| s.certificate).is_none(),
+        "signed with a CA outside the plugins' namespace"
+    );
 }
 
 #[tokio::test]

@@ -95,6 +95,20 @@ async fn renew_on_hub(managed: &Client, args: &AddonAgentArgs, period: Duration)
     }
     let cluster = std::fs::read_to_string(mount.path().join(CLUSTER_NAME_KEY))
         .with_context(|| format!("secret {name} has no {CLUSTER_NAME_KEY}"))?;
+    // Files the kubeconfig names must be keys of the secret, written beside it just now.
+    let text = std::fs::read_to_string(mount.path().join(KUBECONFIG_KEY))
+        .with_context(|| format!("secret {name} has no {KUBECONFIG_KEY}"))?;
+    let keys: Vec<&str> = secret
+        .data
+        .iter()
+        .flatten()
+        .map(|(key, _)| key.as_str())
+        .collect();
+    flotilla_kube::kubeconfig::check_from_secret(
+        &Kubeconfig::from_yaml(&text).with_context(|| format!("parse the kubeconfig of secret {name}"))?,
+        &keys,
+    )
+    .with_context(|| format!("refuse the kubeconfig of secret {}/{name}", args.namespace))?;
     let hub = hub_client(&mount.path().join(KUBECONFIG_KEY))
         .await
         .with_context(|| format!("use the kubeconfig of secret {name}"))?;

@@ -65,6 +65,14 @@ pub struct HubArgs {
     /// Longest quarantine, in seconds.
     #[arg(long, default_value_t = FaultPolicy::DEFAULT_QUARANTINE_MAX.as_secs())]
     pub plugin_quarantine_max_seconds: u64,
+    /// The one namespace whose Secrets an `AddOnPlugin` may name (`spec.source.oci.pullSecretRef`,
+    /// `spec.signers[].caSecretRef`) and where an AddOnTemplate's `signingCA` must be; a
+    /// reference to another namespace is refused with `Fetched` False `SecretOutsideNamespace`
+    /// (a template's: an `AddOnCSRNotSigned` Event) and nothing is read. deploy/hub lets the hub
+    /// read Secrets in its own namespace only: another namespace here needs a Role granting
+    /// `get` on Secrets there. ConfigMap sources are not confined.
+    #[arg(long, default_value = names::HUB_NAMESPACE)]
+    pub plugin_secrets_namespace: String,
     /// Window, in seconds, over which runtime faults are counted in `AddOnPlugin` status.
     #[arg(long, default_value_t = FaultPolicy::DEFAULT_WINDOW.as_secs())]
     pub plugin_fault_window_seconds: u64,
@@ -255,6 +263,7 @@ impl HubArgs {
         ControllerConfig {
             max_fetch_bytes: self.plugin_max_component_mib.saturating_mul(1 << 20),
             resync: Duration::from_secs(self.plugin_resync_seconds.max(1)),
+            secrets_namespace: self.plugin_secrets_namespace.clone(),
             ..ControllerConfig::default()
         }
     }
@@ -449,12 +458,13 @@ async fn run_hub_controllers(
     // The add-on manager calls the plugins the AddOnPlugin controller loads into the registry.
     let addons = {
         let client = client.clone();
+        let options = flotilla_addon_manager::Options {
+            plugin_secrets_namespace: args.plugin_secrets_namespace.clone(),
+            ..flotilla_addon_manager::Options::default()
+        };
         async move {
             match plugin_host {
-                Some(registry) => {
-                    flotilla_addon_manager::run(client, registry, flotilla_addon_manager::Options::default())
-                        .await
-                }
+                Some(registry) => flotilla_addon_manager::run(client, registry, options).await,
                 None => std::future::pending().await,
             }
         }

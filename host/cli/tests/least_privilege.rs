@@ -407,7 +407,7 @@ async fn the_hub_as_deploy_hubs_service_account_is_never_refused_and_uses_every_
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     await_works(state, &hub, "the replica set's works gone", 0, from_replica_set).await;
 
-    hub_may_not_approve_other_signers(state, &hub).await;
+    hub_identity_is_confined(state, &hub).await;
     // A quick run can end before the leader's first renewal (every retry period).
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(hub.clone(), "open-cluster-management-hub");
@@ -475,8 +475,9 @@ async fn the_hub_as_deploy_hubs_service_account_is_never_refused_and_uses_every_
 }
 
 /// The hub's identity approves kube-apiserver-client CSRs only: a kubelet-serving request
-/// (a node's serving identity) and an add-on signer the admin has not granted are refused.
-async fn hub_may_not_approve_other_signers(state: &Path, admin: &Client) {
+/// (a node's serving identity) and an add-on signer the admin has not granted are refused; it
+/// reads Secrets in its own namespace only.
+async fn hub_identity_is_confined(state: &Path, admin: &Client) {
     use k8s_openapi::api::certificates::v1::{
         CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestSpec,
     };
@@ -488,7 +489,17 @@ async fn hub_may_not_approve_other_signers(state: &Path, admin: &Client) {
     )
     .await
     .unwrap();
-    let as_hub: Api<CertificateSigningRequest> = Api::all(Client::try_from(config).unwrap());
+    let hub_identity = Client::try_from(config).unwrap();
+    // Authorised before it is looked up: 404 where the hub may read, 403 where it may not.
+    let elsewhere = Api::<Secret>::namespaced(hub_identity.clone(), "kube-system")
+        .get("any-secret")
+        .await;
+    assert!(
+        matches!(&elsewhere, Err(kube::Error::Api(status)) if status.code == 403),
+        "the hub's identity may read Secrets in kube-system: {:?}",
+        elsewhere.map(|_| ())
+    );
+    let as_hub: Api<CertificateSigningRequest> = Api::all(hub_identity);
     let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
     let made =
         flotilla_core::x509::client_request("system:node:n1", &["system:nodes"], &[], &["n1"]).unwrap();

@@ -10,6 +10,7 @@ pub mod leader;
 pub mod names;
 pub mod placement;
 pub mod plugin_faults;
+pub mod plugin_sources;
 pub mod registration;
 pub mod rollout;
 pub mod selector;

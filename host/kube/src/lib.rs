@@ -11,7 +11,8 @@
 //! - [`apply`]: server-side apply under Flotilla's field manager;
 //! - [`backoff`]: the requeue policy for failed reconciles;
 //! - [`controller::run`]: the run loop with that policy, shared logging and metrics;
-//! - [`leader`]: lease-based leader election; [`metrics`]: the process's operational series.
+//! - [`leader`]: lease-based leader election; [`metrics`]: the process's operational series;
+//! - [`kubeconfig`]: what a kubeconfig read from a Secret may ask of the agent's host.
 
 #![deny(missing_docs)]
 
@@ -22,6 +23,7 @@ pub mod crds;
 pub mod error;
 pub mod events;
 pub mod finalizer;
+pub mod kubeconfig;
 pub mod leader;
 pub mod metrics;
 pub mod status;

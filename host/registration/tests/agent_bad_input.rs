@@ -92,6 +92,115 @@ async fn a_bootstrap_kubeconfig_without_a_server_is_reported_and_retried_until_f
     .await;
 }
 
+/// A path no file is at yet, for an exec plugin to create.
+fn fresh_marker(test: &str) -> std::path::PathBuf {
+    let marker = std::env::temp_dir().join(format!("flotilla-exec-ran-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    marker
+}
+
+/// `kubeconfig` with every user replaced by an exec plugin that creates `marker`: what anyone
+/// who may write the secret could make the agent's host run.
+fn with_exec_plugin(kubeconfig: &str, marker: &std::path::Path) -> String {
+    let mut parsed = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
+    for user in &mut parsed.auth_infos {
+        user.auth_info = Some(
+            serde_json::from_value(serde_json::json!({ "exec": {
+                "apiVersion": "client.authentication.k8s.io/v1",
+                "command": "/bin/sh",
+                "args": ["-c", format!("touch {}", marker.display())],
+                "interactiveMode": "Never",
+            }}))
+            .unwrap(),
+        );
+    }
+    serde_yaml::to_string(&parsed).unwrap()
+}
+
+#[tokio::test]
+async fn a_bootstrap_kubeconfig_with_an_exec_plugin_is_refused_without_running_it() {
+    let (hub, _) = planes().await;
+    let marker = fresh_marker("bootstrap");
+    let kubeconfig = with_exec_plugin(&bootstrap_kubeconfig(hub), &marker);
+    fails_then_recovers(
+        "agent-exec",
+        "exec",
+        Some(kubeconfig.as_bytes()),
+        "refuse bootstrap kubeconfig in secret agent-exec/bootstrap-hub-kubeconfig: users[",
+    )
+    .await;
+    assert!(!marker.exists(), "the exec plugin ran on the agent's host");
+}
+
+/// Hosted mode reads the managed cluster's kubeconfig from a secret on the hosting cluster,
+/// which whoever may write secrets there controls: an exec plugin in it is reported as the
+/// secret's problem, and never run.
+#[tokio::test]
+async fn a_hosted_managed_kubeconfig_with_an_exec_plugin_is_refused_without_running_it() {
+    use flotilla_registration::{agent::hosted, names::EXTERNAL_MANAGED_KUBECONFIG_SECRET};
+    use k8s_openapi::{ByteString, api::core::v1::Secret};
+
+    init_tracing();
+    let (_, hosting) = planes().await;
+    let hosting_admin = hosting.admin_client().await.unwrap();
+    let namespace = "agent-hosted-exec";
+    create_namespace_only(&hosting_admin, namespace).await;
+    let marker = fresh_marker("hosted");
+    let managed_kubeconfig = std::fs::read_to_string(hosting.admin_kubeconfig()).unwrap();
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": EXTERNAL_MANAGED_KUBECONFIG_SECRET, "namespace": namespace },
+    }))
+    .unwrap();
+    let secrets = kube::Api::<Secret>::namespaced(hosting_admin.clone(), namespace);
+    let mut secret = secret;
+    secret.data = Some(
+        [(
+            "kubeconfig".to_owned(),
+            ByteString(with_exec_plugin(&managed_kubeconfig, &marker).into_bytes()),
+        )]
+        .into(),
+    );
+    secrets.create(&Default::default(), &secret).await.unwrap();
+
+    let options = options(namespace, Some("hosted-exec"));
+    let status = options.status.clone();
+    let waiting =
+        tokio::spawn(async move { hosted::managed_client(&hosting_admin, &options).await.kubeconfig });
+    let failed = wait_status(&status, "the exec plugin refused", TIMEOUT, |s| {
+        s.last_error.as_deref().is_some_and(|e| e.contains(".user.exec"))
+    })
+    .await;
+    let message = failed.last_error.unwrap();
+    assert!(
+        message.contains(&format!(
+            "secret {namespace}/{EXTERNAL_MANAGED_KUBECONFIG_SECRET} on the hosting cluster"
+        )) && message.contains("would run a command"),
+        "{message}"
+    );
+    // Retried, and never run.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a client was made from the refused kubeconfig"
+    );
+    assert!(!marker.exists(), "the exec plugin ran on the klusterlet's host");
+
+    // The admin's own kubeconfig, self-contained, is taken.
+    secret.data = Some(
+        [(
+            "kubeconfig".to_owned(),
+            ByteString(managed_kubeconfig.clone().into_bytes()),
+        )]
+        .into(),
+    );
+    secrets
+        .replace(EXTERNAL_MANAGED_KUBECONFIG_SECRET, &Default::default(), &secret)
+        .await
+        .unwrap();
+    let taken = tokio::time::timeout(TIMEOUT, waiting).await.unwrap().unwrap();
+    assert_eq!(taken, managed_kubeconfig);
+}
+
 #[tokio::test]
 async fn a_missing_bootstrap_secret_is_reported_and_retried_until_created() {
     fails_then_recovers(

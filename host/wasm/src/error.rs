@@ -579,6 +579,11 @@ pub enum FetchError {
         /// The error.
         message: String,
     },
+
+    /// The spec names a Secret outside the plugins' namespace, or would send pull credentials
+    /// over plain HTTP ([`flotilla_core::plugin_sources`]); nothing was read or requested.
+    #[error(transparent)]
+    Refused(#[from] flotilla_core::plugin_sources::SourceRefusal),
 }
 
 impl FetchError {
@@ -618,6 +623,7 @@ impl FetchError {
             FetchError::LayerDigestMismatch { .. } => r::LAYER_DIGEST_MISMATCH,
             FetchError::DigestMismatch { .. } => r::DIGEST_MISMATCH,
             FetchError::Registry { .. } => r::OCI_PULL_FAILED,
+            FetchError::Refused(refusal) => refusal.reason(),
         }
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! | condition | reasons |
 //! |---|---|
-//! | `Fetched` | `Fetched`, `InvalidSource`, `ConfigMapNotFound`, `ConfigMapKeyNotFound`, `InvalidEncoding`, `TooLarge`, `InvalidReference`, `PullSecretNotFound`, `InvalidPullSecret`, `RegistryUnreachable`, `RegistryUnauthorized`, `ManifestNotFound`, `NotAWasmArtifact`, `ManifestTooLarge`, `ConfigTooLarge`, `LayerTooLarge`, `LayerMissing`, `LayerDigestMismatch`, `OCIPullFailed`, `InvalidDigest`, `DigestMismatch`, `KubeAPIError` |
+//! | `Fetched` | `Fetched`, `InvalidSource`, `ConfigMapNotFound`, `ConfigMapKeyNotFound`, `InvalidEncoding`, `TooLarge`, `InvalidReference`, `PullSecretNotFound`, `InvalidPullSecret`, `RegistryUnreachable`, `RegistryUnauthorized`, `ManifestNotFound`, `NotAWasmArtifact`, `ManifestTooLarge`, `ConfigTooLarge`, `LayerTooLarge`, `LayerMissing`, `LayerDigestMismatch`, `OCIPullFailed`, `InvalidDigest`, `DigestMismatch`, `KubeAPIError`, `SecretOutsideNamespace`, `CredentialsOverPlainHttp` |
 //! | `Validated` | `Validated`, `FetchFailed`, `NotAComponent`, `NotWasm`, `MissingHooks`, `UnsupportedWitVersion`, `ForbiddenImport`, `WorldMismatch`, `CompileFailed`, `DescribeFailed`, `InvalidOptions`, `InvalidLimits`, `TooLarge`, `SignatureMissing`, `SignatureInvalid`, `HostError` |
 //! | `Ready` | `Ready`, `NotFetched`, `NotValidated`, `AddOnNameConflict` |
 //! | `Degraded` | `AsExpected`, `RevisionRejected`, `PluginFaulting`, and for runtime faults of the serving revision `<Hook><Kind>` (`ManifestsTimeout`, `ApproveCsrTrap`, `ProbeHealthStackOverflow`, `HubPermissionsMemory`, `ManifestsOutputTooLarge`, `ManifestsLogFlood`, ...; see [`flotilla_core::plugin_faults::fault_reason`]) |
@@ -47,6 +47,11 @@ pub mod fetched {
     pub const INVALID_DIGEST: &str = "InvalidDigest";
     /// False: reading the ConfigMap or Secret from the hub's API server failed.
     pub const KUBE_API_ERROR: &str = "KubeAPIError";
+    /// False: a Secret reference of the spec (`pullSecretRef`, a signer's `caSecretRef`) names
+    /// a namespace other than the plugins' one; nothing was read.
+    pub const SECRET_OUTSIDE_NAMESPACE: &str = "SecretOutsideNamespace";
+    /// False: `insecure` (plain HTTP) and a `pullSecretRef` are both set; nothing was requested.
+    pub const CREDENTIALS_OVER_PLAIN_HTTP: &str = "CredentialsOverPlainHttp";
 }
 
 /// Reasons of `Validated`.

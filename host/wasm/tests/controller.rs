@@ -84,6 +84,7 @@ async fn env() -> &'static Env {
                             backoff_min: Duration::from_millis(200),
                             backoff_max: Duration::from_secs(2),
                             fault_debounce: Duration::from_millis(200),
+                            secrets_namespace: NS.to_owned(),
                         };
                         controller::run(client, for_controller, config).await;
                     });
@@ -485,17 +486,164 @@ async fn a_pull_secret_authenticates_and_a_wrong_one_is_refused() {
             .unwrap();
     }
 
-    apply_plugin("private-ok", oci_source(&reference, Some("pull-right")), None).await;
-    await_condition("private-ok", "Ready", "True", "Ready").await;
-
-    apply_plugin("private-wrong", oci_source(&reference, Some("pull-wrong")), None).await;
-    await_condition("private-wrong", "Fetched", "False", "RegistryUnauthorized").await;
+    // The test registry serves plain HTTP, over which the controller sends no credentials
+    // (see `pull_credentials_are_never_sent_over_plain_http`): the secrets are read and used
+    // here through the same functions the controller calls, as an HTTPS registry would be.
+    let pull = async |secret: &str| {
+        let secret_ref = SecretReference {
+            namespace: NS.into(),
+            name: secret.into(),
+        };
+        let auth = oci::auth_from_secret(&client().await, &secret_ref, &registry.host()).await?;
+        oci::pull(&reference, &auth, true, MAX_FETCH, None).await
+    };
+    let pulled = pull("pull-right").await.unwrap();
+    assert_eq!(pulled.digest, Digest::of(&bytes(plugins::HELLOWORLD)));
+    assert_eq!(
+        pull("pull-wrong").await.unwrap_err().reason(),
+        "RegistryUnauthorized"
+    );
+    assert_eq!(pull("absent").await.unwrap_err().reason(), "PullSecretNotFound");
 
     apply_plugin("private-none", oci_source(&reference, None), None).await;
     await_condition("private-none", "Fetched", "False", "RegistryUnauthorized").await;
+}
 
-    apply_plugin("private-no-secret", oci_source(&reference, Some("absent")), None).await;
-    await_condition("private-no-secret", "Fetched", "False", "PullSecretNotFound").await;
+/// A loopback listener standing in for a registry the plugin's author controls: it answers
+/// every request with a Basic challenge and keeps what it was sent.
+struct Recorder {
+    addr: std::net::SocketAddr,
+    received: Arc<std::sync::Mutex<Vec<u8>>>,
+    connections: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Recorder {
+    async fn start() -> Self {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let (keep, count) = (Arc::clone(&received), Arc::clone(&connections));
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                let keep = Arc::clone(&keep);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16 << 10];
+                    while let Ok(n) = stream.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        keep.lock().unwrap().extend_from_slice(&buf[..n]);
+                        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                            let challenge = "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\n\
+                                             Docker-Distribution-API-Version: registry/2.0\r\nContent-Length: 0\r\n\r\n";
+                            let _ = stream.write_all(challenge.as_bytes()).await;
+                        }
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            received,
+            connections,
+            task,
+        }
+    }
+
+    fn received(&self) -> String {
+        String::from_utf8_lossy(&self.received.lock().unwrap()).to_lowercase()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A `kubernetes.io/dockerconfigjson` Secret with credentials for `host`.
+async fn pull_secret(namespace: &str, name: &str, host: &str) {
+    let auth = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "alice:s3cret");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": json!({"auths": {host: {"auth": auth}}}).to_string()},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(client().await, namespace)
+        .patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&secret))
+        .await
+        .unwrap();
+}
+
+/// The hub reads Secrets cluster-wide, but an AddOnPlugin may make it read only those of the
+/// plugins' namespace: a pull secret in kube-system is neither read nor sent to the registry
+/// the plugin names, and the refusal names the field and the namespace allowed.
+#[tokio::test]
+async fn a_pull_secret_outside_the_plugin_namespace_is_refused_and_never_used() {
+    env().await;
+    let recorder = Recorder::start().await;
+    pull_secret("kube-system", "registry-credentials", &recorder.addr.to_string()).await;
+    let mut source = oci_source(&format!("{}/plugins/stolen:v1", recorder.addr), None);
+    let oci = source.oci.as_mut().unwrap();
+    oci.insecure = false;
+    oci.pull_secret_ref = Some(SecretReference {
+        namespace: "kube-system".into(),
+        name: "registry-credentials".into(),
+    });
+    apply_plugin("secret-elsewhere", source, None).await;
+    let status = await_condition("secret-elsewhere", "Fetched", "False", "SecretOutsideNamespace").await;
+    let message = &condition(&status, "Fetched").message;
+    assert!(
+        message.contains("spec.source.oci.pullSecretRef")
+            && message.contains("\"kube-system\"")
+            && message.contains(&format!("{NS:?}")),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        recorder.connections.load(Ordering::SeqCst),
+        0,
+        "{}",
+        recorder.received()
+    );
+}
+
+/// `insecure` is plain HTTP: a pull secret with it is refused before any request, so no
+/// Authorization header ever reaches the registry (nor anyone on the way).
+#[tokio::test]
+async fn pull_credentials_are_never_sent_over_plain_http() {
+    env().await;
+    let recorder = Recorder::start().await;
+    pull_secret(NS, "plain-http-credentials", &recorder.addr.to_string()).await;
+    apply_plugin(
+        "plain-http-credentials",
+        oci_source(
+            &format!("{}/plugins/private:v1", recorder.addr),
+            Some("plain-http-credentials"),
+        ),
+        None,
+    )
+    .await;
+    let status = await_condition(
+        "plain-http-credentials",
+        "Fetched",
+        "False",
+        "CredentialsOverPlainHttp",
+    )
+    .await;
+    assert!(
+        condition(&status, "Fetched").message.contains("plain HTTP"),
+        "{status:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let received = recorder.received();
+    assert!(!received.contains("authorization:"), "{received}");
+    assert_eq!(recorder.connections.load(Ordering::SeqCst), 0, "{received}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

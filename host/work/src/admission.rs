@@ -7,7 +7,15 @@
 //! | at least one manifest | `spec.workload.manifests` must hold at least one manifest |
 //! | every manifest has `metadata.name`, no `generateName` | names the ordinal |
 //! | no two manifests with the same apiVersion, kind, namespace and name | names the object |
-//! | a set or changed `executor` needs `execute-as` on `manifestworks` for `system:serviceaccount:<ns>:<name>` | names the user |
+//! | a work with an `executor`, created or with a changed `spec`, needs `execute-as` on `manifestworks` for `system:serviceaccount:<ns>:<name>` | names the user |
+//!
+//! The executor rule is stricter than OCM's webhook, which skips the check when an update
+//! leaves the executor as it was: there, anyone with plain `update` on ManifestWorks could
+//! rewrite the manifests (or delete option, or manifest configs) that a service account they
+//! may not impersonate then applies. Flotilla checks every create and every update that changes
+//! anything in `spec`, since the executor acts on all of it; updates of metadata alone (labels,
+//! annotations, finalizers) and of status are not checked, as they change nothing the executor
+//! does.
 //!
 //! The 500 KiB limit on the manifests' total size is not expressible in CEL (it cannot
 //! measure an object's encoded size); see the report of this change for its status.
@@ -64,11 +72,9 @@ pub fn policy() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding)
                      has(object.spec.executor.subject.serviceAccount) ? 'system:serviceaccount:' + \
                      object.spec.executor.subject.serviceAccount.namespace + ':' + \
                      object.spec.executor.subject.serviceAccount.name : ''" },
-                { "name": "oldExecutorUser", "expression":
-                    "oldObject != null && has(oldObject.spec.executor) && has(oldObject.spec.executor.subject) && \
-                     has(oldObject.spec.executor.subject.serviceAccount) ? 'system:serviceaccount:' + \
-                     oldObject.spec.executor.subject.serviceAccount.namespace + ':' + \
-                     oldObject.spec.executor.subject.serviceAccount.name : ''" },
+                // An update that leaves `spec` as it was changes nothing the executor does.
+                { "name": "specUnchanged", "expression":
+                    "oldObject != null && has(object.spec) && has(oldObject.spec) && object.spec == oldObject.spec" },
             ],
             "validations": [
                 {
@@ -95,7 +101,7 @@ pub fn policy() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding)
                     "reason": "Invalid",
                 },
                 {
-                    "expression": "variables.executorUser == '' || variables.executorUser == variables.oldExecutorUser || \
+                    "expression": "variables.executorUser == '' || variables.specUnchanged || \
                         authorizer.group('work.open-cluster-management.io').resource('manifestworks')\
                         .namespace(object.metadata.namespace).name(variables.executorUser).check('execute-as').allowed()",
                     "messageExpression": "'user ' + request.userInfo.username + ' may not use executor ' + \

@@ -374,3 +374,121 @@ async fn add_ons_convert_between_v1alpha1_and_v1beta1_through_the_hub_s_webhook(
     let half = alpha_mcas.get_opt("half").await;
     assert!(matches!(half, Ok(None)), "{half:?}");
 }
+
+/// Grants `user` the `verbs` on ManifestWorks in `namespace` (and, with `executor`, the verb
+/// `execute-as` on the ManifestWork named after that service account user, as OCM's review asks).
+async fn grant_works(
+    admin: &kube::Client,
+    namespace: &str,
+    user: &str,
+    verbs: &[&str],
+    executor: Option<&str>,
+) {
+    let mut rules = vec![json!({ "apiGroups": ["work.open-cluster-management.io"],
+                                 "resources": ["manifestworks"], "verbs": verbs })];
+    if let Some(executor) = executor {
+        rules.push(
+            json!({ "apiGroups": ["work.open-cluster-management.io"], "resources": ["manifestworks"],
+                           "resourceNames": [executor], "verbs": ["execute-as"] }),
+        );
+    }
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": { "name": user, "namespace": namespace }, "rules": rules,
+    });
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": { "name": user, "namespace": namespace },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }],
+    });
+    let apply = PatchParams::apply("work-test").force();
+    Api::<Role>::namespaced(admin.clone(), namespace)
+        .patch(user, &apply, &Patch::Apply(&role))
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), namespace)
+        .patch(user, &apply, &Patch::Apply(&binding))
+        .await
+        .unwrap();
+}
+
+/// A work's executor acts on whatever its spec says, so whoever changes the spec must be allowed
+/// to act as the executor — even when the executor itself is left as it was (OCM checks only a
+/// changed executor). Labels and annotations stay free to anyone who may update the work.
+#[tokio::test]
+async fn changing_the_manifests_of_a_work_needs_execute_as_for_its_unchanged_executor() {
+    init_tracing();
+    let hub = flotilla_testing::shared("work-admission-hub").await.unwrap();
+    let admin = hub.admin_client().await.unwrap();
+    flotilla_work::admission::install(&admin).await.unwrap();
+    let ns = "admission-executor-update";
+    namespace(&admin, ns).await;
+    let executor = "system:serviceaccount:x:deployer";
+    // The owner may use the executor; the editor may only read and update works.
+    grant_works(&admin, ns, "owner", &["create", "get", "update"], Some(executor)).await;
+    grant_works(&admin, ns, "editor", &["create", "get", "update"], None).await;
+    let owner: Api<ManifestWork> = Api::namespaced(hub.client_for("owner", &[]).await.unwrap(), ns);
+    let editor: Api<ManifestWork> = Api::namespaced(hub.client_for("editor", &[]).await.unwrap(), ns);
+
+    let mut with_executor = work("deployed", vec![config_map("x", "a")]);
+    with_executor.spec.executor = Some(ManifestWorkExecutor {
+        subject: ManifestWorkExecutorSubject {
+            service_account: Some(ManifestWorkSubjectServiceAccount {
+                namespace: "x".into(),
+                name: "deployer".into(),
+            }),
+            ..Default::default()
+        },
+    });
+    // The policy is in effect once the editor's own work with that executor is refused.
+    let mut probe = with_executor.clone();
+    probe.metadata.name = Some("probe".into());
+    refused(&editor, &probe, "execute-as").await;
+    owner
+        .create(&PostParams::default(), &with_executor)
+        .await
+        .unwrap();
+
+    // New manifests under the same executor: refused for the editor, naming the rule.
+    let mut rewritten = editor.get("deployed").await.unwrap();
+    rewritten.spec.workload.manifests[0].0["data"]["k"] = json!("rewritten");
+    match editor
+        .replace("deployed", &PostParams::default(), &rewritten)
+        .await
+    {
+        Err(kube::Error::Api(status)) => assert!(
+            status.message.contains("execute-as") && status.message.contains(executor),
+            "{}",
+            status.message
+        ),
+        other => panic!("the editor rewrote the manifests of a work it may not execute: {other:?}"),
+    }
+    // Any other spec change is the executor's to act on too.
+    let mut orphaning = editor.get("deployed").await.unwrap();
+    orphaning.spec.delete_option = serde_json::from_value(json!({ "propagationPolicy": "Orphan" })).unwrap();
+    assert!(
+        editor
+            .replace("deployed", &PostParams::default(), &orphaning)
+            .await
+            .is_err(),
+        "the editor changed the delete option of a work it may not execute"
+    );
+
+    // Labels and annotations: allowed.
+    let mut labelled = editor.get("deployed").await.unwrap();
+    labelled.labels_mut().insert("team".into(), "a".into());
+    labelled.annotations_mut().insert("note".into(), "b".into());
+    editor
+        .replace("deployed", &PostParams::default(), &labelled)
+        .await
+        .unwrap();
+
+    // The owner may change the manifests.
+    let mut owned = owner.get("deployed").await.unwrap();
+    owned.spec.workload.manifests[0].0["data"]["k"] = json!("changed by the owner");
+    owner
+        .replace("deployed", &PostParams::default(), &owned)
+        .await
+        .unwrap();
+}

@@ -349,6 +349,20 @@ async fn sign(
         (None, Some(mca)) => crate::plugins::Plugins::template_signing_ca(&ctx.client, mca, signer).await?,
         (None, None) => None,
     };
+    // A signing CA is read only from the plugins' namespace, whoever names it: an AddOnPlugin's
+    // caSecretRef or an AddOnTemplate's signingCA (OCM reads the latter from any namespace;
+    // here a template author cannot have the hub sign with another team's CA).
+    if let Some((ca_namespace, _)) = &reference
+        && *ca_namespace != ctx.options.plugin_secrets_namespace
+    {
+        let message = format!(
+            "not signed: add-on {addon}'s CA for signer {signer:?} is in namespace {ca_namespace:?}; \
+             signing CAs must be in namespace {:?}",
+            ctx.options.plugin_secrets_namespace
+        );
+        event(ctx, csr, EventType::Warning, reasons::NOT_SIGNED, message).await;
+        return Ok(Action::requeue(ctx.options.retry));
+    }
     let Some((ca_namespace, ca_name)) = reference else {
         let message = format!(
             "not signed: the AddOnPlugin driving add-on {addon} lists no signer {signer:?} in spec.signers, \

@@ -30,6 +30,8 @@ use serde_json::json;
 pub const TIMEOUT: Duration = Duration::from_secs(90);
 /// Namespace of the plugins' ConfigMaps.
 pub const SOURCES: &str = "addon-plugin-sources";
+/// The one namespace whose Secrets (signing CAs) the test hub's AddOnPlugins may name.
+pub const PLUGIN_SECRETS: &str = "signer-cas";
 
 /// The shared control plane, started once with the controllers running beside it.
 pub async fn hub() -> &'static ControlPlane {
@@ -46,12 +48,14 @@ pub async fn hub() -> &'static ControlPlane {
                 resync: Duration::from_secs(600),
                 backoff_min: Duration::from_millis(200),
                 backoff_max: Duration::from_secs(2),
+                secrets_namespace: PLUGIN_SECRETS.to_owned(),
                 ..ControllerConfig::default()
             };
             let options = flotilla_addon_manager::Options {
                 resync: Duration::from_secs(600),
                 retry: Duration::from_millis(500),
                 max_concurrent_renders: 4,
+                plugin_secrets_namespace: PLUGIN_SECRETS.to_owned(),
                 ..Default::default()
             };
             futures::join!(

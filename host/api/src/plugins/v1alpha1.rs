@@ -118,7 +118,8 @@ pub struct PluginVerification {
 /// A key of a ConfigMap.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub struct ConfigMapSource {
-    /// Namespace of the ConfigMap.
+    /// Namespace of the ConfigMap (any: a ConfigMap source holds the plugin's own code, not
+    /// a credential; only Secret references are confined to the plugin Secrets namespace).
     #[schemars(length(min = 1, max = 63))]
     pub namespace: String,
 
@@ -139,11 +140,16 @@ pub struct OciSource {
     #[schemars(length(min = 1, max = 1024))]
     pub reference: String,
 
-    /// `kubernetes.io/dockerconfigjson` secret with registry credentials.
+    /// `kubernetes.io/dockerconfigjson` secret with registry credentials. It must be in the
+    /// hub's plugin Secrets namespace (`flotilla hub --plugin-secrets-namespace`, default
+    /// `open-cluster-management-hub`); one elsewhere is refused with `Fetched` False
+    /// `SecretOutsideNamespace` and never read. Not allowed with `insecure`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_secret_ref: Option<SecretReference>,
 
-    /// Allow plain HTTP and unverified TLS to the registry (tests only).
+    /// Reach the registry over plain HTTP (tests only). Never with `pullSecretRef`: the hub
+    /// does not send registry credentials over plain HTTP (`Fetched` False
+    /// `CredentialsOverPlainHttp`).
     #[serde(default, skip_serializing_if = "omit::is_false")]
     pub insecure: bool,
 }
@@ -151,7 +157,8 @@ pub struct OciSource {
 /// A Secret by namespace and name.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub struct SecretReference {
-    /// Namespace of the secret.
+    /// Namespace of the secret: the hub's plugin Secrets namespace
+    /// (`flotilla hub --plugin-secrets-namespace`).
     #[schemars(length(min = 1, max = 63))]
     pub namespace: String,
 
@@ -213,7 +220,10 @@ pub struct PluginSigner {
     )]
     pub signer_name: String,
 
-    /// `kubernetes.io/tls` secret holding the signing CA's certificate and key.
+    /// `kubernetes.io/tls` secret holding the signing CA's certificate and key. It must be in
+    /// the hub's plugin Secrets namespace (`flotilla hub --plugin-secrets-namespace`, default
+    /// `open-cluster-management-hub`); one elsewhere is refused with `Fetched` False
+    /// `SecretOutsideNamespace`, never read, and nothing is signed with it.
     pub ca_secret_ref: SecretReference,
 }
 

@@ -76,12 +76,14 @@ pub(crate) async fn load_bootstrap(ctx: &Context) -> Result<HubKubeconfig> {
         what: format!("bootstrap kubeconfig in secret {}", options.bootstrap_secret),
         message: e.to_string(),
     })?;
-    HubKubeconfig::parse(
-        text,
-        &format!(
-            "bootstrap kubeconfig in secret {}/{}",
-            options.agent_namespace, options.bootstrap_secret
-        ),
+    HubKubeconfig::parse(text, &bootstrap_what(options))
+}
+
+/// The bootstrap kubeconfig and the secret it is read from, for errors.
+fn bootstrap_what(options: &super::AgentOptions) -> String {
+    format!(
+        "bootstrap kubeconfig in secret {}/{}",
+        options.agent_namespace, options.bootstrap_secret
     )
 }
 
@@ -95,7 +97,7 @@ pub(crate) async fn obtain_identity(ctx: &Context, names: &Names) -> Result<HubI
     }
     let bootstrap = bootstrap?;
     let hub = bootstrap
-        .client("bootstrap kubeconfig", ctx.options.request_timeout)
+        .client(&bootstrap_what(&ctx.options), ctx.options.request_timeout)
         .await?;
     ensure_managed_cluster(ctx, &hub, names).await?;
     let issued = request_certificate(ctx, &hub, names, |csr| {
@@ -119,7 +121,7 @@ pub(crate) async fn recreate_managed_cluster(ctx: &Context, names: &Names) {
     let outcome = async {
         let bootstrap = load_bootstrap(ctx).await?;
         let hub = bootstrap
-            .client("bootstrap kubeconfig", ctx.options.request_timeout)
+            .client(&bootstrap_what(&ctx.options), ctx.options.request_timeout)
             .await?;
         ensure_managed_cluster(ctx, &hub, names).await
     };

@@ -73,6 +73,16 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A kubeconfig read from a Secret would run a command or read a file of the agent's host
+    /// ([`flotilla_kube::kubeconfig::check_from_secret`]).
+    #[error("refuse {what}: {source}")]
+    UnsafeKubeconfig {
+        /// Which kubeconfig, and the Secret it came from.
+        what: String,
+        /// The refused field.
+        #[source]
+        source: flotilla_kube::kubeconfig::UnsafeKubeconfig,
+    },
     /// A client for the hub could not be built from a kubeconfig.
     #[error("build hub client from {what}: {message}")]
     BuildHubClient {

@@ -13,6 +13,9 @@
 //!
 //! A missing or unusable secret is a [`Step::ManagedCluster`] error in the agent's status and
 //! in the log, retried with backoff until someone fixes it; the agents start once it works.
+//! A kubeconfig that would run a command or read a file of the klusterlet's host (`exec`,
+//! `auth-provider`, file references: [`flotilla_kube::kubeconfig::check_from_secret`]) is
+//! unusable in the same way, and no client is ever built from it.
 //! The secret is read again every [`CHANGE_POLL`]: a changed kubeconfig (a rotated credential,
 //! a corrected address) restarts the agents on a new client ([`wait_for_change`]).
 
@@ -130,6 +133,10 @@ async fn try_managed_client(hosting: &kube::Client, namespace: &str) -> Result<M
             super::kubeconfig::error_chain(&e)
         ))
     })?;
+    // Whoever may write this secret on the hosting cluster must not run commands or read files
+    // on the klusterlet's host through it.
+    flotilla_kube::kubeconfig::check_from_secret(&kubeconfig, &[])
+        .map_err(|refused| problem(format!("key {KUBECONFIG_KEY:?} is refused: {refused}")))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| {

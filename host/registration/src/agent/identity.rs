@@ -55,7 +55,15 @@ impl HubIdentity {
         info: CertificateInfo,
     ) -> Result<Self> {
         let client = endpoint
-            .client_with_certificate(&cert_pem, &key_pem, "hub kubeconfig", ctx.options.request_timeout)
+            .client_with_certificate(
+                &cert_pem,
+                &key_pem,
+                &format!(
+                    "hub kubeconfig for secret {}/{}",
+                    ctx.options.agent_namespace, ctx.options.hub_kubeconfig_secret
+                ),
+                ctx.options.request_timeout,
+            )
             .await?;
         Ok(Self {
             client,

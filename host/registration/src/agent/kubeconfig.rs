@@ -147,8 +147,16 @@ impl HubKubeconfig {
     }
 }
 
-/// A hub client from `kubeconfig` (its current context), made by [`hub_client`].
+/// A hub client from `kubeconfig` (its current context), made by [`hub_client`]. The
+/// kubeconfig comes from a Secret (bootstrap or hub kubeconfig secret), so it may neither run
+/// a command nor read a file of this host ([`flotilla_kube::kubeconfig::check_from_secret`]).
 pub async fn client_from(kubeconfig: Kubeconfig, what: &str, timeout: Duration) -> Result<kube::Client> {
+    flotilla_kube::kubeconfig::check_from_secret(&kubeconfig, &[]).map_err(|source| {
+        Error::UnsafeKubeconfig {
+            what: what.to_owned(),
+            source,
+        }
+    })?;
     client_from_kubeconfig(kubeconfig, what, Some(timeout)).await
 }
 

@@ -70,7 +70,14 @@ pub struct ControllerConfig {
     pub backoff_max: Duration,
     /// How long runtime-fault announcements are gathered before one status write per plugin.
     pub fault_debounce: Duration,
+    /// The one namespace whose Secrets an `AddOnPlugin` may name (`pullSecretRef`, signers'
+    /// `caSecretRef`); other references are refused before anything is read
+    /// ([`flotilla_core::plugin_sources`]).
+    pub secrets_namespace: String,
 }
+
+/// The hub's own namespace, where [`ControllerConfig::secrets_namespace`] points by default.
+pub const DEFAULT_SECRETS_NAMESPACE: &str = "open-cluster-management-hub";
 
 impl Default for ControllerConfig {
     fn default() -> Self {
@@ -80,6 +87,7 @@ impl Default for ControllerConfig {
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(300),
             fault_debounce: Duration::from_secs(1),
+            secrets_namespace: DEFAULT_SECRETS_NAMESPACE.to_owned(),
         }
     }
 }

@@ -140,6 +140,12 @@ async fn attempt(plugin: &AddOnPlugin, ctx: &Context, addon: &str) -> Outcome {
         Ok(d) => d,
         Err(e) => return Outcome::FetchFailed(e.into()),
     };
+    // Before the serving revision may stand: a spec that now names a Secret elsewhere is
+    // refused even if the bytes are unchanged.
+    if let Err(refusal) = flotilla_core::plugin_sources::check(&plugin.spec, &ctx.config.secrets_namespace) {
+        tracing::warn!(plugin = %plugin.name_any(), addon, %refusal, "refusing the plugin's sources");
+        return Outcome::FetchFailed(refusal.into());
+    }
     let limits = limits_of(plugin);
     let slot = ctx.registry.slot(addon);
     let name = plugin.name_any();

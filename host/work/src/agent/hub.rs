@@ -75,6 +75,10 @@ async fn connect(secret: &Secret, options: &AgentOptions) -> Result<Connection> 
         }
         _ => parsed.kubeconfig.clone(),
     };
+    // The secret is written by the registration agent, but anyone who may write secrets in the
+    // agent namespace could put a command or a host file into it.
+    flotilla_kube::kubeconfig::check_from_secret(&kubeconfig, &[])
+        .map_err(|refused| invalid(format!("refused: {refused}")))?;
     let cluster = options
         .cluster_name
         .clone()
