@@ -1,7 +1,9 @@
 //! Renewal auto-approval against a real apiserver and controller manager: a cluster agent's
 //! renewal of its own identity is approved with OCM's reason and signed; requests that claim
 //! another identity, use another signer, groups or usages, come from a bootstrap identity or
-//! from a requester without the renew right, or name an unaccepted cluster, stay pending.
+//! from a requester without the renew right, or name an unaccepted cluster, stay pending; so do
+//! renewals whose subject the hub would read otherwise than Go's crypto/x509 (the apiserver and
+//! the controller manager's signer) does.
 
 #![allow(
     clippy::unwrap_used,
@@ -13,7 +15,8 @@ mod hub_support;
 
 use std::time::Duration;
 
-use flotilla_api::cluster::v1::ManagedCluster;
+use flotilla_api::{cluster::v1::ManagedCluster, work::v1::ManifestWork};
+use flotilla_core::x509::craft::{self, oid, tag};
 use flotilla_registration::names;
 use flotilla_testing::{kubeconfig, wait};
 use hub_support::*;
@@ -24,7 +27,10 @@ use k8s_openapi::{
         rbac::v1::{ClusterRole, ClusterRoleBinding},
     },
 };
-use kube::{Api, Client, ResourceExt, api::PostParams};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{ListParams, PostParams},
+};
 use serde_json::json;
 
 const CP: &str = "hub-csr";
@@ -285,4 +291,138 @@ async fn the_apiserver_refuses_a_malformed_request_before_the_hub_sees_it() {
         .create(&PostParams::default(), &bad)
         .await;
     assert_eq!(status_code(&result), Some(422));
+}
+
+/// The certificate a CSR was issued, once it has one.
+fn issued(csr: &CertificateSigningRequest) -> Option<String> {
+    let certificate = csr.status.as_ref()?.certificate.as_ref()?;
+    (!certificate.0.is_empty()).then(|| String::from_utf8_lossy(&certificate.0).into_owned())
+}
+
+/// Whether `client` may list the ManifestWorks of cluster namespace `namespace`.
+async fn lists_works(client: Client, namespace: &str) -> Result<usize, String> {
+    Api::<ManifestWork>::namespaced(client, namespace)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items.len())
+        .map_err(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn a_renewal_smuggling_another_identity_past_the_subject_reader_stays_pending() {
+    // Go's crypto/x509 (the controller manager's signer copies the request's subject; the
+    // apiserver authenticates CN as the user, each O as a group) reads IA5String, T61String,
+    // BMPString and NumericString values too, and the last CN wins. A hub reading only
+    // UTF8String and PrintableString (and ignoring the rest) would see cluster s1's agent
+    // renewing its own identity in both requests below, while the certificate carries s2's
+    // group, or s2's agent as the user.
+    let cp = hub(CP).await;
+    let admin = cp.admin_client().await.unwrap();
+    for name in ["csr-s1", "csr-s2"] {
+        create_cluster(&admin, &cluster(name, true, 60, &[])).await;
+    }
+    for name in ["csr-s1", "csr-s2"] {
+        wait_accepted(&admin, name).await;
+    }
+    let s1_group = names::cluster_group("csr-s1");
+    let s2_group = names::cluster_group("csr-s2");
+    let all = names::MANAGED_CLUSTERS_GROUP;
+    let s1_agent = agent_user("csr-s1");
+    let s2_agent = agent_user("csr-s2");
+    // s1's agent, acting with its real identity: spec.username is its own CN.
+    let agent1 = agent(cp, "csr-s1").await;
+    let signer = names::KUBE_APISERVER_CLIENT_SIGNER;
+    let printable =
+        |oid: &[u8], value: &str| craft::rdn(&[craft::atv(oid, tag::PRINTABLE, value.as_bytes())]);
+    let ia5 = |oid: &[u8], value: &str| craft::rdn(&[craft::atv(oid, tag::IA5, value.as_bytes())]);
+
+    // s1's agent may not read s2's ManifestWorks (eventually: the hub binds the roles).
+    eventually_ok("s2's work role bound", || {
+        let admin = admin.clone();
+        async move {
+            Api::<ManifestWork>::namespaced(admin, "csr-s2")
+                .list(&ListParams::default())
+                .await
+        }
+    })
+    .await;
+    assert!(
+        lists_works(agent1.clone(), "csr-s2").await.is_err(),
+        "s1's agent must not list s2's ManifestWorks"
+    );
+
+    let attacks = [
+        (
+            "an extra IA5String O naming s2's group",
+            craft::name(&[
+                printable(oid::O, &s1_group),
+                printable(oid::O, all),
+                ia5(oid::O, &s2_group),
+                printable(oid::CN, &s1_agent),
+            ]),
+        ),
+        (
+            "a second, IA5String CN naming s2's agent",
+            craft::name(&[
+                printable(oid::O, &s1_group),
+                printable(oid::O, all),
+                printable(oid::CN, &s1_agent),
+                ia5(oid::CN, &s2_agent),
+            ]),
+        ),
+    ];
+    let mut pending = Vec::new();
+    for (what, subject) in attacks {
+        let made = craft::signed_request(&subject, &[]).unwrap();
+        let name = submit(&agent1, &csr("csr-s1", &made.request_pem, signer, &CLIENT_USAGES)).await;
+        pending.push((what, name, made.key_pem));
+    }
+
+    // A normal renewal, submitted last: once it is approved, the hub has seen the others.
+    let renewal = request(&s1_agent, &[&s1_group, all]);
+    let good = submit(
+        &agent1,
+        &csr("csr-s1", &renewal.request_pem, signer, &CLIENT_USAGES),
+    )
+    .await;
+    let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    wait::until("renewal approved and signed", TIMEOUT, || {
+        let csrs = csrs.clone();
+        let good = good.clone();
+        async move { Ok::<_, kube::Error>(issued(&csrs.get(&good).await?)) }
+    })
+    .await
+    .unwrap();
+
+    // Give the hub a few more seconds; the smuggling requests must stay pending.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut approved = Vec::new();
+    for (what, name, key_pem) in pending {
+        let csr = csrs.get(&name).await.unwrap();
+        let reason = approval_reason(&csr);
+        let certificate = issued(&csr);
+        if reason.is_none() && certificate.is_none() {
+            continue;
+        }
+        // Say what the approval gave away: the identity the apiserver authenticates, and
+        // whether it reaches s2's ManifestWorks.
+        let reach = match &certificate {
+            Some(cert_pem) => {
+                let info = flotilla_core::x509::parse_certificate(cert_pem.as_bytes())
+                    .map(|i| format!("{:?}", i.subject))
+                    .unwrap_or_else(|e| e.to_string());
+                let yaml =
+                    kubeconfig::render(cp.name(), cp.server(), cp.ca_pem(), &s1_agent, cert_pem, &key_pem)
+                        .unwrap();
+                let client = kubeconfig::client_from_yaml(&yaml).await.unwrap();
+                format!(
+                    "certificate {info}; listing s2's ManifestWorks with it: {:?}",
+                    lists_works(client, "csr-s2").await
+                )
+            }
+            None => "no certificate yet".to_owned(),
+        };
+        approved.push(format!("CSR with {what} was approved ({reason:?}): {reach}"));
+    }
+    assert!(approved.is_empty(), "{}", approved.join("\n"));
 }

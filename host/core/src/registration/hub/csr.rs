@@ -102,7 +102,8 @@ pub enum Rejection {
     /// Signed by another signer.
     #[error("signer {0:?} is not {KUBE_APISERVER_CLIENT_SIGNER}")]
     WrongSigner(String),
-    /// The request cannot be decoded.
+    /// The request cannot be decoded, or is refused because the hub cannot be sure to read
+    /// its subject as Go's crypto/x509 (the signer, the apiserver) does ([`x509::Refusal`]).
     #[error("malformed certificate request: {0}")]
     MalformedRequest(String),
     /// The subject's organizations are not exactly the cluster's groups.
@@ -269,6 +270,25 @@ mod tests {
             .into_bytes()
     }
 
+    fn printable(oid: &[u8], value: &str) -> Vec<u8> {
+        use x509::craft::{atv, rdn, tag};
+        rdn(&[atv(oid, tag::PRINTABLE, value.as_bytes())])
+    }
+
+    fn ia5(oid: &[u8], value: &str) -> Vec<u8> {
+        use x509::craft::{atv, rdn, tag};
+        rdn(&[atv(oid, tag::IA5, value.as_bytes())])
+    }
+
+    /// A request whose subject a reader of only UTF8String and PrintableString would take for
+    /// cluster1's agent, while Go reads another group or user.
+    fn smuggled(rdns: &[Vec<u8>]) -> Vec<u8> {
+        x509::craft::signed_request(&x509::craft::name(rdns), &[])
+            .unwrap()
+            .request_pem
+            .into_bytes()
+    }
+
     fn usages(list: &[&str]) -> Vec<String> {
         list.iter().map(|u| (*u).to_owned()).collect()
     }
@@ -373,11 +393,36 @@ mod tests {
     #[case::other_agent_of_the_same_cluster(Case {
         username: "system:open-cluster-management:cluster1:agent2", ..Case::renewal()
     })]
+    #[case::smuggled_ia5_group(Case { request: smuggled(&[
+        printable(x509::craft::oid::O, C1_GROUP),
+        ia5(x509::craft::oid::O, C2_GROUP),
+        printable(x509::craft::oid::CN, C1_AGENT),
+    ]), ..Case::renewal() })]
+    #[case::smuggled_second_cn(Case { request: smuggled(&[
+        printable(x509::craft::oid::O, C1_GROUP),
+        printable(x509::craft::oid::CN, C1_AGENT),
+        ia5(x509::craft::oid::CN, C2_AGENT),
+    ]), ..Case::renewal() })]
     #[case::unaccepted_cluster(Case { cluster: ClusterStanding::NotAccepted, ..Case::renewal() })]
     #[case::unknown_cluster(Case { cluster: ClusterStanding::NotFound, ..Case::renewal() })]
     fn anything_else_is_rejected(#[case] case: Case) {
         let result = case.check();
         assert!(result.is_err(), "{result:?}");
+    }
+
+    #[test]
+    fn a_smuggled_identity_is_a_malformed_request() {
+        let case = Case {
+            request: smuggled(&[
+                printable(x509::craft::oid::O, C1_GROUP),
+                ia5(x509::craft::oid::O, C2_GROUP),
+                printable(x509::craft::oid::CN, C1_AGENT),
+            ]),
+            ..Case::renewal()
+        };
+        let rejection = case.check().unwrap_err();
+        assert!(matches!(rejection, Rejection::MalformedRequest(_)), "{rejection}");
+        assert!(rejection.to_string().contains("IA5String"), "{rejection}");
     }
 
     #[test]
