@@ -991,4 +991,37 @@ fn write_fuzz_seed_corpus() {
     }
     let made = x509::client_request(AGENT, &[C1, ALL], &["unit"], &["a.example"]).unwrap();
     std::fs::write(dir.join("seed-client-request"), made.request_pem).unwrap();
+    // Subjects alone, after the target's mode byte: 1 signs them into a request, 2 puts them
+    // in a certificate.
+    let subjects = [
+        vec![
+            printable(oid::O, C1),
+            printable(oid::O, ALL),
+            printable(oid::CN, AGENT),
+        ],
+        vec![
+            rdn(&[
+                atv(oid::O, tag::PRINTABLE, C1.as_bytes()),
+                atv(oid::O, tag::PRINTABLE, ALL.as_bytes()),
+            ]),
+            utf8(oid::OU, "é"),
+            printable(oid::CN, AGENT),
+        ],
+        vec![
+            printable(oid::O, C1),
+            one(oid::O, tag::IA5, C2),
+            printable(oid::CN, AGENT),
+        ],
+        vec![
+            printable(oid::CN, AGENT),
+            one(oid::CN, tag::BMP, "other"),
+            one(oid::C, tag::T61, "DE"),
+        ],
+    ];
+    for (i, rdns) in subjects.iter().enumerate() {
+        for mode in [1u8, 2] {
+            let bytes = [vec![mode], name(rdns)].concat();
+            std::fs::write(dir.join(format!("subject-{mode}-{i}")), bytes).unwrap();
+        }
+    }
 }

@@ -28,8 +28,10 @@ pub(crate) fn only_block(input: &[u8], label: &str) -> Result<Vec<u8>, Refusal> 
     if !head.chars().all(space) || !(head.is_empty() || head.ends_with('\n')) {
         return Err(refuse(format!("text before the {begin} line")));
     }
+    // Searched for after the BEGIN line: the two may share their dashes.
+    let block = &block[begin.len()..];
     let stop = block.find(&end).ok_or_else(|| refuse(format!("no {end} line")))?;
-    let (block, tail) = block.split_at(stop);
+    let (body, tail) = block.split_at(stop);
     let tail = &tail[end.len()..];
     let after_line = tail
         .strip_prefix("\r\n")
@@ -40,7 +42,6 @@ pub(crate) fn only_block(input: &[u8], label: &str) -> Result<Vec<u8>, Refusal> 
             "text after the {end} line (a second block, or anything but whitespace)"
         )));
     }
-    let body = &block[begin.len()..];
     let body = body
         .strip_prefix("\r\n")
         .or_else(|| body.strip_prefix('\n'))
@@ -134,6 +135,21 @@ mod tests {
             );
         }
         assert!(only_block(&[0xff, 0xfe], LABEL).is_err());
+    }
+
+    #[test]
+    fn begin_and_end_lines_sharing_their_dashes_are_refused_not_a_panic() {
+        // Found by the csr_request fuzz target: END was found inside BEGIN's trailing dashes.
+        for case in [
+            "-----BEGIN CERTIFICATE REQUEST-----END CERTIFICATE REQUEST-----\n",
+            "-----BEGIN CERTIFICATE REQUEST-----END CERTIFICATE REQUEST-----",
+            "-----BEGIN CERTIFICATE REQUEST-----\n-----END CERTIFICATE REQUEST-----\n",
+        ] {
+            assert!(
+                matches!(only_block(case.as_bytes(), LABEL), Err(Refusal::Pem(_))),
+                "{case:?}"
+            );
+        }
     }
 
     #[test]
