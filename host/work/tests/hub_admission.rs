@@ -37,6 +37,9 @@ async fn refused(api: &Api<ManifestWork>, work: &ManifestWork, hint: &str) {
     // The policy takes effect a moment after it is installed: retry until it refuses.
     let message = wait::until("refused at admission", Duration::from_secs(30), || async {
         match api.create(&PostParams::default(), work).await {
+            // Accepted by an earlier try that could not delete it: admission runs before
+            // storage, so once the policy is in effect the refusal comes first.
+            Err(kube::Error::Api(status)) if status.code == 409 => Err(status.message),
             Err(kube::Error::Api(status)) => Ok(Some(status.message)),
             Err(other) => Err(other.to_string()),
             Ok(created) => {
