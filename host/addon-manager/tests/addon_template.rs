@@ -10,7 +10,7 @@
 
 mod support;
 
-use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
+use flotilla_api::addon::v1alpha1::{ManagedClusterAddOn, RegistrationConfig};
 use flotilla_api::work::v1::ManifestWork;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -379,13 +379,29 @@ fn signer_template(name: &str, addon: &str, signer: &str, ca: &str, user: &str, 
     template
 }
 
-/// Waits until ManagedClusterAddOn `cluster/addon` registers `signer`; returns that registration.
-async fn await_registration(
+/// Template add-on `addon`, enabled on cluster `addon`, whose one registration is custom signer
+/// `signer` for `user` in `group`, signed by a new CA called `cn` in Secret `<addon>-ca` of
+/// `ca_namespace`; returns the registration the hub computed.
+async fn signer_addon(
     client: &Client,
-    cluster: &str,
     addon: &str,
     signer: &str,
-) -> flotilla_api::addon::v1alpha1::RegistrationConfig {
+    ca_namespace: &str,
+    cn: &str,
+    subject: (&str, &str),
+) -> RegistrationConfig {
+    let ca = format!("{addon}-ca");
+    allow_csr_creation(client).await;
+    signing_ca_in(client, ca_namespace, &ca, cn).await;
+    let mut template = signer_template(addon, addon, signer, &ca, subject.0, subject.1);
+    template["spec"]["registration"][0]["customSigner"]["signingCA"]["namespace"] = json!(ca_namespace);
+    template_addon(client, addon, addon, Some(template)).await;
+    support::cluster(client, addon).await;
+    support::enable(client, addon, addon, json!([])).await;
+    await_registration(client, addon, addon, signer).await
+}
+/// Waits until ManagedClusterAddOn `cluster/addon` registers `signer`; returns that registration.
+async fn await_registration(client: &Client, cluster: &str, addon: &str, signer: &str) -> RegistrationConfig {
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
     let what = format!("registration of {cluster}/{addon} for {signer}");
     flotilla_testing::wait::until(&what, support::TIMEOUT, || {
@@ -555,20 +571,15 @@ async fn a_templates_custom_signer_csr_is_signed_with_the_signing_ca_the_templat
     const SIGNER: &str = "example.com/tpl-signer";
     let (addon, cluster) = ("tpl-signer", "tpl-signer");
     let client = client().await;
-    allow_csr_creation(&client).await;
-    signing_ca(&client, "tpl-signer-ca", "template signer test CA").await;
-    let template = signer_template(
-        addon,
+    let registered = signer_addon(
+        &client,
         addon,
         SIGNER,
-        "tpl-signer-ca",
-        "tpl-signer-agent",
-        "tpl-signer-group",
-    );
-    template_addon(&client, addon, addon, Some(template)).await;
-    support::cluster(&client, cluster).await;
-    support::enable(&client, addon, cluster, json!([])).await;
-    let registered = await_registration(&client, cluster, addon, SIGNER).await;
+        support::PLUGIN_SECRETS,
+        "template signer test CA",
+        ("tpl-signer-agent", "tpl-signer-group"),
+    )
+    .await;
     assert_eq!(registered.subject.user, "tpl-signer-agent");
 
     // The cluster's registration agent asks for the certificate.
@@ -592,21 +603,15 @@ async fn a_templates_signing_ca_outside_the_plugins_namespace_signs_nothing() {
     const SIGNER: &str = "example.com/tpl-elsewhere";
     let (addon, cluster) = ("tpl-elsewhere", "tpl-elsewhere");
     let client = client().await;
-    allow_csr_creation(&client).await;
-    signing_ca_in(&client, CONFIG_NAMESPACE, "tpl-elsewhere-ca", "elsewhere test CA").await;
-    let mut template = signer_template(
-        addon,
+    signer_addon(
+        &client,
         addon,
         SIGNER,
-        "tpl-elsewhere-ca",
-        "tpl-elsewhere-agent",
-        "tpl-elsewhere-group",
-    );
-    template["spec"]["registration"][0]["customSigner"]["signingCA"]["namespace"] = json!(CONFIG_NAMESPACE);
-    template_addon(&client, addon, addon, Some(template)).await;
-    support::cluster(&client, cluster).await;
-    support::enable(&client, addon, cluster, json!([])).await;
-    await_registration(&client, cluster, addon, SIGNER).await;
+        CONFIG_NAMESPACE,
+        "elsewhere test CA",
+        ("tpl-elsewhere-agent", "tpl-elsewhere-group"),
+    )
+    .await;
     let agent = agent(&client, cluster).await;
     let name = file_csr(
         &agent,
@@ -655,20 +660,15 @@ async fn a_registration_the_agent_writes_into_status_gets_no_certificate() {
     const SIGNER: &str = "example.com/tpl-forge";
     let (addon, cluster) = ("tpl-forge", "tpl-forge");
     let client = client().await;
-    allow_csr_creation(&client).await;
-    signing_ca(&client, "tpl-forge-ca", "forge test CA").await;
-    let template = signer_template(
-        addon,
+    let own = signer_addon(
+        &client,
         addon,
         SIGNER,
-        "tpl-forge-ca",
-        "forge-agent:{cluster-name}",
-        "forge-group",
-    );
-    template_addon(&client, addon, addon, Some(template)).await;
-    support::cluster(&client, cluster).await;
-    support::enable(&client, addon, cluster, json!([])).await;
-    let own = await_registration(&client, cluster, addon, SIGNER).await;
+        support::PLUGIN_SECRETS,
+        "forge test CA",
+        ("forge-agent:{cluster-name}", "forge-group"),
+    )
+    .await;
     assert_eq!(own.subject.user, "forge-agent:tpl-forge");
 
     // The agent puts another cluster's identity in its add-on's status, and asks for it.
