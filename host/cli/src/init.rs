@@ -436,6 +436,24 @@ mod tests {
     }
 
     #[test]
+    fn deploy_hub_installs_the_hub_wide_roles_as_init_does() {
+        let from_init = hub(None);
+        let from_file = parse_yaml_stream(HUB_MANIFESTS).unwrap();
+        for name in names::HUB_CLUSTER_ROLES {
+            let (init, file) = (
+                find(&from_init, "ClusterRole", name).unwrap(),
+                find(&from_file, "ClusterRole", name)
+                    .unwrap_or_else(|| panic!("deploy/hub lacks ClusterRole {name}")),
+            );
+            assert_eq!(init["rules"], file["rules"], "rules of {name}");
+            assert_eq!(
+                init["metadata"]["labels"], file["metadata"]["labels"],
+                "labels of {name}"
+            );
+        }
+    }
+
+    #[test]
     fn the_printed_crds_are_the_files_of_deploy_crds() {
         let crds: Vec<serde_json::Value> = hub(None)
             .into_iter()

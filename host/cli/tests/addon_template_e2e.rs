@@ -5,7 +5,8 @@
 //! naming both as default configs) is applied and enabled on both clusters. On each cluster:
 //! the rendered Deployment exists with that cluster's name in its arguments, the add-on's CSR is
 //! approved through the built-in plugin and `hello-template-hub-kubeconfig` appears, the hub
-//! binds ClusterRole `cm-admin` to the agent in the cluster namespace, and the add-on turns
+//! binds ClusterRole `cm-admin` to the agent in the cluster namespace (only once the admin
+//! grants the hub `bind` on it: until then the add-on says what to grant), and the add-on turns
 //! `Available` by the template's health mode, WorkloadAvailability: the real work agent reports
 //! the Deployment's status, which the real deployment and replicaset controllers compute from
 //! the agent's pod — marked Ready by a stand-in kubelet (these control planes run no nodes).
@@ -137,7 +138,8 @@ async fn the_documentation_addon_template_installs_registers_and_reports_health_
         &Api::<ClusterRole>::all(hub.clone()),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                "metadata": {"name": "cm-admin"},
-               "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]}),
+               "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                          "verbs": ["get", "list", "watch", "create", "update", "delete"]}]}),
     )
     .await;
     apply(&Api::<AddOnTemplate>::all(hub.clone()), hello_template()).await;
@@ -169,6 +171,32 @@ async fn the_documentation_addon_template_installs_registers_and_reports_health_
         )
         .await;
     }
+
+    // The hub does not hold cm-admin's rules and has no `bind` on it: the permission waits,
+    // and says what to grant, until the admin grants it as deploy/hub says.
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(hub.clone(), "cluster1");
+    let refused = await_or_logs(state, "cluster1", "the ungranted ClusterRole reported", || {
+        let addons = addons.clone();
+        async move {
+            Ok(addons.get_opt(ADDON).await?.and_then(|a| {
+                let status = a.status?;
+                conditions::find(&status.conditions, "RegistrationApplied")
+                    .filter(|c| c.status == "False" && c.message.contains("flotilla:hub:addon-roles"))
+                    .map(|c| c.message.clone())
+            }))
+        }
+    })
+    .await;
+    assert!(refused.contains("cm-admin"), "{refused}");
+    Api::<ClusterRole>::all(hub.clone())
+        .patch(
+            "flotilla:hub:addon-roles",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"rules": [{"apiGroups": ["rbac.authorization.k8s.io"],
+                "resources": ["clusterroles"], "resourceNames": ["cm-admin"], "verbs": ["bind"]}]})),
+        )
+        .await
+        .unwrap();
 
     for (cluster, cp) in [("cluster1", &fleet.one), ("cluster2", &fleet.two)] {
         let managed = cp.admin_client().await.unwrap();

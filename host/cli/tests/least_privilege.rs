@@ -43,8 +43,24 @@ const USED_BY_CHANCE: &[(&str, &str, &str, &str)] = &[(
 /// rather than requests of their own.
 const ALLOWED_UNUSED: &[(&str, &str, &str, &str)] = &[
     // Checked by the apiserver on other requests, never requested themselves.
-    (RBAC, "clusterroles", "bind", BIND),
-    (RBAC, "clusterroles", "escalate", ESCALATE),
+    (
+        RBAC,
+        "clusterroles",
+        "bind",
+        "the hub binds clusters to the hub-wide roles it may bind by name but does not hold",
+    ),
+    (
+        CLUSTER,
+        "managedclusters",
+        "update",
+        "held so each cluster's own ClusterRole grants nothing the hub lacks (no escalate)",
+    ),
+    (
+        CLUSTER,
+        "managedclusters/status",
+        "update",
+        "as managedclusters update",
+    ),
     (RBAC, "roles", "bind", BIND),
     (RBAC, "roles", "escalate", ESCALATE),
     (
@@ -184,8 +200,9 @@ const ALLOWED_UNUSED: &[(&str, &str, &str, &str)] = &[
 const RBAC: &str = "rbac.authorization.k8s.io";
 const CERTS: &str = "certificates.k8s.io";
 const CLUSTER: &str = "cluster.open-cluster-management.io";
-const BIND: &str = "the hub binds clusters and add-ons to roles it does not hold itself";
-const ESCALATE: &str = "the hub writes roles granting permissions it does not hold itself";
+const BIND: &str = "the hub binds add-on agents to Roles it does not hold itself (cluster namespaces only)";
+const ESCALATE: &str =
+    "the hub writes add-on agents' Roles it does not hold itself (cluster namespaces only)";
 
 /// A rule's unit: (group, resource, verb).
 type Permission = (String, String, String);
@@ -476,7 +493,8 @@ async fn the_hub_as_deploy_hubs_service_account_is_never_refused_and_uses_every_
 
 /// The hub's identity approves kube-apiserver-client CSRs only: a kubelet-serving request
 /// (a node's serving identity) and an add-on signer the admin has not granted are refused; it
-/// reads Secrets in its own namespace only.
+/// reads Secrets in its own namespace only; and it cannot grant itself more (see
+/// [`hub_identity_cannot_grant_itself_more`]).
 async fn hub_identity_is_confined(state: &Path, admin: &Client) {
     use k8s_openapi::api::certificates::v1::{
         CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestSpec,
@@ -490,6 +508,7 @@ async fn hub_identity_is_confined(state: &Path, admin: &Client) {
     .await
     .unwrap();
     let hub_identity = Client::try_from(config).unwrap();
+    hub_identity_cannot_grant_itself_more(&hub_identity, admin).await;
     // Authorised before it is looked up: 404 where the hub may read, 403 where it may not.
     let elsewhere = Api::<Secret>::namespaced(hub_identity.clone(), "kube-system")
         .get("any-secret")
@@ -543,4 +562,196 @@ async fn hub_identity_is_confined(state: &Path, admin: &Client) {
             "the hub's identity approved a {signer} CSR: {refused:?}"
         );
     }
+}
+
+/// The hub's own service account as a subject.
+fn hub_subject() -> serde_json::Value {
+    serde_json::json!({"kind": "ServiceAccount", "name": "flotilla-hub", "namespace": "open-cluster-management-hub"})
+}
+
+fn decode<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
+    serde_json::from_value(value).unwrap()
+}
+
+/// Why `result` is not a 403 from RBAC or (when `policy`) from the confinement policy, if so.
+fn not_refused<T: std::fmt::Debug>(
+    what: &str,
+    result: Result<T, kube::Error>,
+    policy: bool,
+) -> Option<String> {
+    match &result {
+        Err(kube::Error::Api(status))
+            if status.code == 403
+                && status
+                    .message
+                    .contains("ValidatingAdmissionPolicy 'flotilla.dev-hub-confinement'")
+                    == policy =>
+        {
+            None
+        }
+        other => Some(format!("the hub's identity could {what}: {other:?}")),
+    }
+}
+
+/// A hub that is taken over cannot make itself cluster-admin: it may not bind a ClusterRole it
+/// does not hold (cluster-admin), write one (no `escalate` on ClusterRoles), widen the hub-wide
+/// roles it binds, change the policy confining it; its `bind`/`escalate` on Roles and its
+/// Leases work in cluster namespaces only (Roles for agents only), and it may not make another
+/// namespace one.
+async fn hub_identity_cannot_grant_itself_more(hub: &Client, admin: &Client) {
+    use k8s_openapi::api::{
+        admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+        core::v1::Namespace,
+        rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
+    };
+    use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+    use serde_json::json;
+
+    let create = PostParams::default();
+    let mut open = Vec::new();
+    let binding = |kind: &str,
+                   name: &str,
+                   namespace: Option<&str>,
+                   role_kind: &str,
+                   role: &str,
+                   subject: serde_json::Value| {
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": {"apiGroup": RBAC, "kind": role_kind, "name": role},
+            "subjects": [subject],
+        })
+    };
+    let secrets_rule = json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]);
+
+    let cluster_bindings: Api<ClusterRoleBinding> = Api::all(hub.clone());
+    let to_cluster_admin: ClusterRoleBinding = decode(binding(
+        "ClusterRoleBinding",
+        "takeover",
+        None,
+        "ClusterRole",
+        "cluster-admin",
+        hub_subject(),
+    ));
+    open.extend(not_refused(
+        "bind cluster-admin to itself",
+        cluster_bindings.create(&create, &to_cluster_admin).await,
+        false,
+    ));
+    let cluster_roles: Api<ClusterRole> = Api::all(hub.clone());
+    let everything: ClusterRole = decode(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "takeover"},
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}],
+    }));
+    open.extend(not_refused(
+        "write a ClusterRole granting everything",
+        cluster_roles.create(&create, &everything).await,
+        false,
+    ));
+    open.extend(not_refused(
+        "widen a hub-wide role it may bind",
+        cluster_roles
+            .patch(
+                "open-cluster-management:managedcluster:registration",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"rules": secrets_rule})),
+            )
+            .await,
+        false,
+    ));
+    let confinement: Api<ValidatingAdmissionPolicyBinding> = Api::all(hub.clone());
+    open.extend(not_refused(
+        "turn its confinement policy to audit only",
+        confinement
+            .patch(
+                "flotilla.dev-hub-confinement",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"validationActions": ["Audit"]}})),
+            )
+            .await,
+        false,
+    ));
+
+    // Roles: cluster namespaces only, bound to agents only.
+    let secrets_role = |namespace: &str| -> Role {
+        decode(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "takeover", "namespace": namespace},
+            "rules": secrets_rule,
+        }))
+    };
+    open.extend(not_refused(
+        "write a Role in kube-system",
+        Api::<Role>::namespaced(hub.clone(), "kube-system")
+            .create(&create, &secrets_role("kube-system"))
+            .await,
+        true,
+    ));
+    let agent_group =
+        json!({"apiGroup": RBAC, "kind": "Group", "name": "system:open-cluster-management:cluster1"});
+    let in_kube_system: RoleBinding = decode(binding(
+        "RoleBinding",
+        "takeover",
+        Some("kube-system"),
+        "ClusterRole",
+        "open-cluster-management:managedcluster:registration",
+        agent_group,
+    ));
+    open.extend(not_refused(
+        "bind a cluster's registration role in kube-system (its leader leases)",
+        Api::<RoleBinding>::namespaced(hub.clone(), "kube-system")
+            .create(&create, &in_kube_system)
+            .await,
+        true,
+    ));
+    // In a cluster namespace a Role is the hub's to write (add-on agents' permissions), but
+    // not to bind to itself.
+    Api::<Role>::namespaced(hub.clone(), "cluster1")
+        .create(&create, &secrets_role("cluster1"))
+        .await
+        .unwrap();
+    let to_itself: RoleBinding = decode(binding(
+        "RoleBinding",
+        "takeover",
+        Some("cluster1"),
+        "Role",
+        "takeover",
+        hub_subject(),
+    ));
+    open.extend(not_refused(
+        "bind a Role of a cluster namespace to itself",
+        Api::<RoleBinding>::namespaced(hub.clone(), "cluster1")
+            .create(&create, &to_itself)
+            .await,
+        true,
+    ));
+    Api::<Role>::namespaced(admin.clone(), "cluster1")
+        .delete("takeover", &DeleteParams::default())
+        .await
+        .unwrap();
+    open.extend(not_refused(
+        "make kube-system a cluster namespace",
+        Api::<Namespace>::all(hub.clone())
+            .patch(
+                "kube-system",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"open-cluster-management.io/cluster-name": "kube-system"}}})),
+            )
+            .await,
+        true,
+    ));
+    let leader_lease: k8s_openapi::api::coordination::v1::Lease = decode(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "flotilla-hub", "leaseDurationSeconds": 3600},
+    }));
+    open.extend(not_refused(
+        "take a leader-election Lease in kube-system",
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(hub.clone(), "kube-system")
+            .create(&create, &leader_lease)
+            .await,
+        true,
+    ));
+    assert!(open.is_empty(), "doors open:\n{}", open.join("\n"));
 }

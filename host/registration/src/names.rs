@@ -51,13 +51,19 @@ pub const BOOTSTRAP_CLUSTER_ROLE: &str = "open-cluster-management:bootstrap";
 pub const REGISTRATION_CLUSTER_ROLE: &str = "open-cluster-management:managedcluster:registration";
 /// ClusterRole a cluster's work agent gets in its namespace.
 pub const WORK_CLUSTER_ROLE: &str = "open-cluster-management:managedcluster:work";
+/// ClusterRole every accepted cluster's agent gets cluster-wide: file CSRs and renew its
+/// certificate. OCM writes these rules into each cluster's own ClusterRole; Flotilla keeps them
+/// in one role the admin installs, so the hub can grant them by `bind` on this name alone
+/// instead of `escalate` (it may not create CSRs itself).
+pub const CERTIFICATES_CLUSTER_ROLE: &str = "flotilla:managedcluster:certificates";
 
 /// Every hub-wide ClusterRole (the ones [`crate::hub::hub_cluster_roles`] builds): no object
 /// the hub names after a cluster may ever be one of them.
-pub const HUB_CLUSTER_ROLES: [&str; 3] = [
+pub const HUB_CLUSTER_ROLES: [&str; 4] = [
     BOOTSTRAP_CLUSTER_ROLE,
     REGISTRATION_CLUSTER_ROLE,
     WORK_CLUSTER_ROLE,
+    CERTIFICATES_CLUSTER_ROLE,
 ];
 
 /// Finalizer the hub keeps on a cluster's ManifestWorks until no works remain.
@@ -81,6 +87,11 @@ pub fn agent_user(cluster: &str, agent: &str) -> String {
 /// The per-cluster ClusterRole and ClusterRoleBinding: `open-cluster-management:managedcluster:<cluster>`.
 pub fn cluster_role(cluster: &str) -> String {
     format!("open-cluster-management:managedcluster:{cluster}")
+}
+
+/// The ClusterRoleBinding of the cluster's groups to [`CERTIFICATES_CLUSTER_ROLE`].
+pub fn certificates_role_binding(cluster: &str) -> String {
+    format!("open-cluster-management:managedcluster:{cluster}:certificates")
 }
 
 /// The registration RoleBinding in the cluster namespace.

@@ -104,15 +104,13 @@ async fn accepting_a_cluster_creates_its_namespace_rbac_and_lease_with_ocm_names
         .flatten()
         .flat_map(|r| r.resources.clone().unwrap_or_default())
         .collect();
-    assert_eq!(
-        resources,
-        [
-            "certificatesigningrequests",
-            "managedclusters/clientcertificates",
-            "managedclusters",
-            "managedclusters/status"
-        ]
-    );
+    assert_eq!(resources, ["managedclusters", "managedclusters/status"]);
+    // CSRs and renewal come from the hub-wide role, which the hub binds but does not write.
+    let certificates = Api::<ClusterRoleBinding>::all(admin.clone())
+        .get("open-cluster-management:managedcluster:accept-c1:certificates")
+        .await
+        .unwrap();
+    assert_eq!(certificates.role_ref.name, "flotilla:managedcluster:certificates");
 
     let binding = Api::<ClusterRoleBinding>::all(admin.clone())
         .get("open-cluster-management:managedcluster:accept-c1")
@@ -371,6 +369,14 @@ async fn withdrawing_acceptance_leaves_the_agent_read_only_and_keeps_the_namespa
         .await
         .unwrap();
     assert_eq!(role.rules.map(|r| r.len()), Some(1), "read-only: one rule left");
+    let certificates = Api::<ClusterRoleBinding>::all(admin.clone())
+        .get(&names::certificates_role_binding(name))
+        .await;
+    assert_eq!(
+        status_code(&certificates),
+        Some(404),
+        "a denied agent may not renew"
+    );
     let bindings = Api::<RoleBinding>::namespaced(admin.clone(), name)
         .list(&ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={name}")))
         .await

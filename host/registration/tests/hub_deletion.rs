@@ -204,14 +204,13 @@ async fn deleting_a_cluster_removes_addons_then_works_by_priority_then_rbac_and_
         status_code(&roles.get(&names::cluster_role(name)).await),
         Some(404)
     );
-    assert_eq!(
-        status_code(
-            &Api::<ClusterRoleBinding>::all(admin.clone())
-                .get(&names::cluster_role(name))
-                .await
-        ),
-        Some(404)
-    );
+    for binding in [names::cluster_role(name), names::certificates_role_binding(name)] {
+        assert_eq!(
+            status_code(&Api::<ClusterRoleBinding>::all(admin.clone()).get(&binding).await),
+            Some(404),
+            "{binding}"
+        );
+    }
     let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), name);
     for binding in [
         names::registration_role_binding(name),

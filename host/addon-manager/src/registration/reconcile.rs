@@ -126,6 +126,10 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
                     outcome = Err(e);
                     permission_failed("applying the hub permissions failed; retrying".to_owned())
                 }
+                Err(Failure::Denied { message, error }) => {
+                    outcome = Err(error);
+                    permission_failed(message)
+                }
             };
             status.registrations = regs;
             set(&mut status, condition, now);
@@ -183,8 +187,28 @@ enum Failure {
     /// The output breaks a permission rule: a condition, and the add-on's applied permissions
     /// are removed.
     Forbidden(String),
-    /// The API server refused a write: retried.
+    /// A write failed: retried.
     Kube(error::Error),
+    /// The apiserver forbade the hub a write: retried, and the condition says what to grant.
+    Denied {
+        /// For the condition.
+        message: String,
+        /// For the retry.
+        error: error::Error,
+    },
+}
+
+/// ClusterRole in which the admin grants the hub `bind` on the ClusterRoles add-ons reference,
+/// one by one (deploy/hub).
+pub(crate) const ADDON_ROLES_GRANT: &str = "flotilla:hub:addon-roles";
+
+/// The condition message when the apiserver forbade applying `what`.
+fn denied_message(what: &str, apiserver: &str) -> String {
+    format!(
+        "the hub may not apply {what}: {apiserver}. A RoleBinding to a ClusterRole whose rules the \
+         hub does not hold needs `bind` on that ClusterRole, granted by name in ClusterRole \
+         {ADDON_ROLES_GRANT}"
+    )
 }
 
 /// Calls `hub-permissions`, checks the output (and the ClusterRoles it binds, read from the
@@ -260,7 +284,13 @@ async fn permissions(
     let mut keep = BTreeSet::new();
     for (kind, object_name, object) in desired {
         let params = PatchParams::apply(PERMISSIONS_FIELD_MANAGER).force();
-        let what = format!("{kind} {namespace}/{object_name}");
+        let mut what = format!("{kind} {namespace}/{object_name}");
+        if let (Some(role_kind), Some(role)) = (
+            object.pointer("/roleRef/kind").and_then(Value::as_str),
+            object.pointer("/roleRef/name").and_then(Value::as_str),
+        ) {
+            what.push_str(&format!(" (to {role_kind} {role})"));
+        }
         match kind.as_str() {
             "Role" => Api::<Role>::namespaced(ctx.client.clone(), &namespace)
                 .patch(&object_name, &params, &Patch::Apply(&object))
@@ -271,7 +301,13 @@ async fn permissions(
                 .await
                 .map(drop),
         }
-        .map_err(|e| Failure::Kube(error::write(what)(e)))?;
+        .map_err(|e| match &e {
+            kube::Error::Api(status) if status.code == 403 => Failure::Denied {
+                message: denied_message(&what, &status.message),
+                error: error::write(what)(e),
+            },
+            _ => Failure::Kube(error::write(what)(e)),
+        })?;
         keep.insert((kind, object_name));
     }
     // An add-on never registered has no permissions of its own to prune but what this apply

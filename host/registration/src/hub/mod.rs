@@ -36,7 +36,7 @@ mod write;
 use std::time::Duration;
 
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::{Api, Client};
+use kube::{Api, Client, api::ListParams};
 
 pub use error::{Error, Result};
 pub use rbac::hub_cluster_roles;
@@ -82,11 +82,38 @@ pub async fn run(client: Client, options: HubOptions) -> Result<()> {
     Ok(())
 }
 
-/// Applies [`hub_cluster_roles`] server-side (field manager `flotilla`).
+/// Applies each of [`hub_cluster_roles`] server-side (field manager `flotilla`) that is missing
+/// or grants other rules than this version's. The admin installs them (deploy/hub, `flotilla
+/// init`): a hub running as deploy/hub's service account may not write them (it holds neither
+/// their rules nor `escalate`), so a role it cannot fix is logged and the clusters get what the
+/// admin installed.
 pub async fn ensure_hub_cluster_roles(client: &Client) -> Result<()> {
     let api: Api<ClusterRole> = Api::all(client.clone());
     for role in hub_cluster_roles() {
-        flotilla_kube::apply::apply(&api, &role).await?;
+        let name = role.metadata.name.clone().unwrap_or_default();
+        let installed = api
+            .list(&ListParams::default().fields(&format!("metadata.name={name}")))
+            .await
+            .map_err(|source| error::Error::List {
+                kind: "ClusterRole",
+                scope: format!("metadata.name={name}"),
+                source,
+            })?;
+        if installed.items.first().is_some_and(|r| r.rules == role.rules) {
+            continue;
+        }
+        match flotilla_kube::apply::apply(&api, &role).await {
+            Ok(_) => {}
+            Err(flotilla_kube::Error::Apply {
+                source: kube::Error::Api(status),
+                ..
+            }) if status.code == 403 => tracing::warn!(
+                role = %name,
+                "hub-wide ClusterRole missing or out of date, and the hub may not write it: \
+                 apply deploy/hub or run `flotilla init` as an admin"
+            ),
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(())
 }

@@ -2,17 +2,27 @@
 //! in OCM). Pure builders; the accept and deletion controllers apply and delete them.
 //!
 //! ```text
-//!  hub-wide (installed once)                         per accepted cluster <c>
+//!  hub-wide (installed by the admin)                 per accepted cluster <c>
 //!  open-cluster-management:bootstrap                 ClusterRole + ClusterRoleBinding
 //!    bootstrap identities: join, create CSRs           open-cluster-management:managedcluster:<c>
-//!  open-cluster-management:managedcluster:             CSRs, renew, own ManagedCluster (+status)
+//!  flotilla:managedcluster:certificates                own ManagedCluster (+status)
+//!    CSRs, renew                                     ClusterRoleBinding …:<c>:certificates ─▶ certificates
+//!  open-cluster-management:managedcluster:
 //!    registration  leases, add-on status, events     RoleBinding <c>/…:<c>:registration ─▶ registration
 //!    work          ManifestWorks (+status), events   RoleBinding <c>/…:<c>:work         ─▶ work
 //! ```
 //!
+//! The hub holds every rule of the per-cluster ClusterRole itself and may `bind` the hub-wide
+//! roles by name only, so it grants clusters their rights without `escalate` on ClusterRoles
+//! (OCM's hub has it): a hub that is taken over cannot write itself a ClusterRole it does not
+//! hold. That is why the CSR rules, which the hub must not hold (with `approve` it could mint
+//! any client identity), live in a hub-wide role rather than in each cluster's own as in OCM;
+//! the agents get the same rights.
+//!
 //! Per-cluster objects carry the label `open-cluster-management.io/cluster-name=<c>`, so the
 //! accept controller hears when someone changes them and puts them back. A denied cluster
-//! keeps its ClusterRoleBinding, but its ClusterRole shrinks to reading its own ManagedCluster.
+//! keeps its ClusterRoleBinding, but its ClusterRole shrinks to reading its own ManagedCluster
+//! and its certificates binding goes.
 
 use std::collections::BTreeMap;
 
@@ -82,14 +92,16 @@ fn cluster_role_ref(name: &str) -> RoleRef {
     }
 }
 
-/// The hub-wide ClusterRoles OCM installs: `open-cluster-management:bootstrap` (what a
-/// bootstrap identity may do to join), and the `registration` and `work` roles that each
-/// accepted cluster's agents get in their namespace. `flotilla init` installs them too.
+/// The hub-wide ClusterRoles: OCM's `open-cluster-management:bootstrap` (what a bootstrap
+/// identity may do to join), and the `registration` and `work` roles that each accepted
+/// cluster's agents get in their namespace; and Flotilla's `certificates` role (see the module
+/// docs). `flotilla init` and deploy/hub install them.
 pub fn hub_cluster_roles() -> Vec<ClusterRole> {
     vec![
         bootstrap_cluster_role(),
         registration_cluster_role(),
         work_cluster_role(),
+        certificates_cluster_role(),
     ]
 }
 
@@ -164,9 +176,29 @@ pub fn work_cluster_role() -> ClusterRole {
     }
 }
 
-/// `open-cluster-management:managedcluster:<cluster>`. Accepted: create and watch CSRs, renew
-/// its client certificate, read and update its own ManagedCluster and its status. Denied:
-/// only read its own ManagedCluster.
+/// [`names::CERTIFICATES_CLUSTER_ROLE`]: create and watch CSRs, renew a client certificate.
+pub fn certificates_cluster_role() -> ClusterRole {
+    ClusterRole {
+        metadata: metadata(names::CERTIFICATES_CLUSTER_ROLE, None, ""),
+        rules: Some(vec![
+            rule(
+                &[CERTIFICATES_GROUP],
+                &["certificatesigningrequests"],
+                &["create", "get", "list", "watch"],
+            ),
+            rule(
+                &[REGISTER_GROUP],
+                &["managedclusters/clientcertificates"],
+                &["renew"],
+            ),
+        ]),
+        ..Default::default()
+    }
+}
+
+/// `open-cluster-management:managedcluster:<cluster>`. Accepted: read and update its own
+/// ManagedCluster and its status (CSRs and renewal come from [`certificates_role_binding`]).
+/// Denied: only read its own ManagedCluster.
 pub fn cluster_role(cluster: &str, accepted: bool) -> ClusterRole {
     let own_cluster = named_rule(
         &[CLUSTER_GROUP],
@@ -180,16 +212,6 @@ pub fn cluster_role(cluster: &str, accepted: bool) -> ClusterRole {
     );
     let rules = if accepted {
         vec![
-            rule(
-                &[CERTIFICATES_GROUP],
-                &["certificatesigningrequests"],
-                &["create", "get", "list", "watch"],
-            ),
-            rule(
-                &[REGISTER_GROUP],
-                &["managedclusters/clientcertificates"],
-                &["renew"],
-            ),
             own_cluster,
             named_rule(
                 &[CLUSTER_GROUP],
@@ -215,6 +237,19 @@ pub fn cluster_role_binding(cluster: &str) -> ClusterRoleBinding {
     ClusterRoleBinding {
         metadata: metadata(&name, None, cluster),
         role_ref: cluster_role_ref(&name),
+        subjects: Some(vec![
+            group(names::cluster_group(cluster)),
+            group(names::cluster_group_alt(cluster)),
+        ]),
+    }
+}
+
+/// `open-cluster-management:managedcluster:<cluster>:certificates` → the hub-wide certificates
+/// role, for both per-cluster groups. Only an accepted cluster has it.
+pub fn certificates_role_binding(cluster: &str) -> ClusterRoleBinding {
+    ClusterRoleBinding {
+        metadata: metadata(&names::certificates_role_binding(cluster), None, cluster),
+        role_ref: cluster_role_ref(names::CERTIFICATES_CLUSTER_ROLE),
         subjects: Some(vec![
             group(names::cluster_group(cluster)),
             group(names::cluster_group_alt(cluster)),
@@ -278,7 +313,8 @@ mod tests {
             [
                 "open-cluster-management:bootstrap",
                 "open-cluster-management:managedcluster:registration",
-                "open-cluster-management:managedcluster:work"
+                "open-cluster-management:managedcluster:work",
+                "flotilla:managedcluster:certificates"
             ]
         );
     }
@@ -306,13 +342,25 @@ mod tests {
             role.metadata.name.as_deref(),
             Some("open-cluster-management:managedcluster:c1")
         );
-        assert_eq!(verbs_for(&role, "managedclusters/clientcertificates"), ["renew"]);
         assert_eq!(verbs_for(&role, "managedclusters/status"), ["patch", "update"]);
         for r in role.rules.iter().flatten() {
-            if r.api_groups.iter().flatten().any(|g| g == CLUSTER_GROUP) {
-                assert_eq!(r.resource_names, Some(vec!["c1".to_owned()]), "{r:?}");
-            }
+            assert_eq!(r.resource_names, Some(vec!["c1".to_owned()]), "{r:?}");
         }
+        let certificates = certificates_cluster_role();
+        assert_eq!(
+            verbs_for(&certificates, "managedclusters/clientcertificates"),
+            ["renew"]
+        );
+        assert_eq!(
+            verbs_for(&certificates, "certificatesigningrequests"),
+            ["create", "get", "list", "watch"]
+        );
+        let binding = certificates_role_binding("c1");
+        assert_eq!(
+            binding.metadata.name.as_deref(),
+            Some("open-cluster-management:managedcluster:c1:certificates")
+        );
+        assert_eq!(binding.role_ref.name, "flotilla:managedcluster:certificates");
     }
 
     #[test]

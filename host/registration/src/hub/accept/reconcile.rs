@@ -10,8 +10,9 @@
 //!            finalizer api-resource-cleanup, namespace <c>, ClusterRole/Binding, RoleBindings,
 //!            Lease managed-cluster-lease (created once; the agent renews it)
 //!            ⇒ True HubClusterAdminAccepted, or False Error with what failed
-//!    Revoke: ClusterRole read-only (not for a reserved name), RoleBindings deleted (only in
-//!            the hub's own namespace) ⇒ False HubClusterAdminDenied
+//!    Revoke: ClusterRole read-only and certificates binding deleted (not for a reserved
+//!            name), RoleBindings deleted (only in the hub's own namespace)
+//!            ⇒ False HubClusterAdminDenied
 //!    Ignore: nothing
 //! ```
 //!
@@ -131,11 +132,9 @@ async fn accept(
             &rbac::cluster_role(&name, true),
         )
         .await?;
-        flotilla_kube::apply::apply(
-            &Api::<ClusterRoleBinding>::all(client.clone()),
-            &rbac::cluster_role_binding(&name),
-        )
-        .await?;
+        let bindings = Api::<ClusterRoleBinding>::all(client.clone());
+        flotilla_kube::apply::apply(&bindings, &rbac::cluster_role_binding(&name)).await?;
+        flotilla_kube::apply::apply(&bindings, &rbac::certificates_role_binding(&name)).await?;
         Ok::<_, Error>(())
     };
     if let Err(e) = cluster_scoped.await {
@@ -302,11 +301,9 @@ async fn revoke(
             &rbac::cluster_role(&name, false),
         )
         .await?;
-        flotilla_kube::apply::apply(
-            &Api::<ClusterRoleBinding>::all(client.clone()),
-            &rbac::cluster_role_binding(&name),
-        )
-        .await?;
+        let bindings = Api::<ClusterRoleBinding>::all(client.clone());
+        flotilla_kube::apply::apply(&bindings, &rbac::cluster_role_binding(&name)).await?;
+        write::delete_if_present(&bindings, &names::certificates_role_binding(&name)).await?;
         if acceptance::validate_namespace_name(&name).is_ok()
             && namespace_owner(client, &name).await? == ClusterNamespace::Ours
         {

@@ -175,7 +175,7 @@ where
     Ok(Some(condition))
 }
 
-/// Deletes the cluster's ClusterRole, ClusterRoleBinding and RoleBindings. A reserved name's
+/// Deletes the cluster's ClusterRole, ClusterRoleBindings and RoleBindings. A reserved name's
 /// ClusterRole would be a hub-wide role, and RoleBindings in a namespace the hub did not make
 /// for the cluster are not its own: neither is deleted (the hub never made them). The
 /// namespace itself is never deleted.
@@ -185,7 +185,9 @@ async fn remove_rbac(client: &Client, cluster: &str) -> Result<()> {
         return Ok(());
     }
     let role = names::cluster_role(cluster);
-    write::delete_if_present(&Api::<ClusterRoleBinding>::all(client.clone()), &role).await?;
+    let bindings = Api::<ClusterRoleBinding>::all(client.clone());
+    write::delete_if_present(&bindings, &names::certificates_role_binding(cluster)).await?;
+    write::delete_if_present(&bindings, &role).await?;
     write::delete_if_present(&Api::<ClusterRole>::all(client.clone()), &role).await?;
     if acceptance::validate_namespace_name(cluster).is_ok()
         && namespace_owner(client, cluster).await? == ClusterNamespace::Ours
