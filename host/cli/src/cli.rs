@@ -33,6 +33,9 @@ pub struct GlobalArgs {
     /// each reconcile: controller and object).
     #[arg(long, global = true, env = "FLOTILLA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// On failure, also print the apiserver's raw answer (its Status object).
+    #[arg(short = 'v', long, global = true)]
+    pub verbose: bool,
     /// Where local control planes and other local state live.
     #[arg(long, global = true, env = "FLOTILLA_STATE_DIR", default_value = ".flotilla")]
     pub state_dir: PathBuf,

@@ -17,6 +17,7 @@ mod ops;
 mod output;
 mod plugin;
 mod register;
+mod report;
 mod run;
 mod status;
 mod up;
@@ -39,10 +40,11 @@ async fn main() -> std::process::ExitCode {
         cli::LogFormat::Text => logs.init(),
         cli::LogFormat::Json => logs.json().init(),
     }
+    let verbose = cli.global.verbose;
     match cli.run().await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("{}", report::render(&error, verbose));
             std::process::ExitCode::FAILURE
         }
     }
