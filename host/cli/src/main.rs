@@ -5,6 +5,7 @@ mod addon;
 mod addon_agent;
 mod cli;
 mod clusterset;
+mod completion;
 mod controlplane;
 mod down;
 mod get;

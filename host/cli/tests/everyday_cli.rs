@@ -1,6 +1,7 @@
-//! What the admin commands say when they cannot do what was asked, against a real hub control
-//! plane prepared by `flotilla init` (issue 30): the exit code and the exact first line, which
-//! names the object and what to do, with the apiserver's answer told once.
+//! clusteradm's everyday commands in Flotilla's CLI against a real hub control plane prepared
+//! by `flotilla init` (issue 30): what each does and what each says when it cannot do what was
+//! asked — the exit code and the exact first line, which names the object and what to do, with
+//! the apiserver's answer told once.
 
 #![allow(
     clippy::unwrap_used,
@@ -201,6 +202,170 @@ async fn accepting_a_registered_cluster_without_a_request_says_it_waits() {
     let last = stderr.lines().last().unwrap_or_default();
     assert!(
         last.starts_with("error: accept cluster \"no-request\": ManagedCluster \"no-request\" filed no"),
+        "{stderr}"
+    );
+}
+
+/// The standard output of a command that must succeed, and its first line.
+fn first_out(output: Output) -> String {
+    ok(output).lines().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn cluster_sets_are_created_bound_unbound_and_deleted_and_refused_when_that_cannot_be() {
+    let hub = hub().await;
+    let client = hub.admin_client().await.unwrap();
+    let config = hub.admin_kubeconfig();
+    create(
+        &Api::<Namespace>::all(client),
+        json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "team-ns" } }),
+    )
+    .await;
+
+    assert_eq!(
+        first_out(flotilla(config, &["create", "clusterset", "team-a"])),
+        "cluster set team-a created"
+    );
+    assert_eq!(
+        first_out(flotilla(config, &["create", "clusterset", "team-a"])),
+        "cluster set team-a already exists"
+    );
+    let stderr = refused(flotilla(config, &["create", "clusterset", "Team_A"]));
+    assert_eq!(
+        first_line(&stderr),
+        "error: create cluster set Team_A: ManagedClusterSet.cluster.open-cluster-management.io \"Team_A\" \
+         is invalid: metadata.name: Invalid value: \"Team_A\": a lowercase RFC 1123 subdomain must consist \
+         of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric \
+         character (e.g. 'example.com', regex used for validation is \
+         '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        "{stderr}"
+    );
+
+    ok(flotilla(
+        config,
+        &["clusterset", "bind", "team-a", "--namespace", "team-ns"],
+    ));
+    let stderr = refused(flotilla(config, &["delete", "clusterset", "team-a"]));
+    assert_eq!(
+        first_line(&stderr),
+        "error: cluster set team-a is bound to namespace(s) team-ns; unbind it first \
+         (`flotilla clusterset unbind team-a --namespace team-ns`)",
+        "{stderr}"
+    );
+    assert_eq!(
+        first_out(flotilla(
+            config,
+            &["clusterset", "unbind", "team-a", "--namespace", "team-ns"]
+        )),
+        "cluster set team-a is no longer bound to namespace team-ns"
+    );
+    let stderr = refused(flotilla(
+        config,
+        &["clusterset", "unbind", "team-a", "--namespace", "team-ns"],
+    ));
+    assert_eq!(
+        first_line(&stderr),
+        "error: cluster set team-a is not bound to namespace team-ns (`flotilla get clustersets` shows its \
+         namespaces)",
+        "{stderr}"
+    );
+
+    assert_eq!(
+        first_out(flotilla(config, &["delete", "clusterset", "team-a"])),
+        "cluster set team-a deleted"
+    );
+    let stderr = refused(flotilla(config, &["delete", "clusterset", "team-a"]));
+    assert_eq!(
+        first_line(&stderr),
+        "error: no cluster set team-a on this hub (`flotilla get clustersets` lists them)",
+        "{stderr}"
+    );
+    let stderr = refused(flotilla(config, &["delete", "clusterset", "default"]));
+    assert_eq!(
+        first_line(&stderr),
+        "error: cluster set default is kept by the hub, which would make it again; remove its bindings \
+         instead (`flotilla clusterset unbind default --namespace NS`)",
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn get_addon_shows_one_clusters_addons_as_a_table_json_or_yaml() {
+    let hub = hub().await;
+    let client = hub.admin_client().await.unwrap();
+    let config = hub.admin_kubeconfig();
+    registered_cluster(&client, "get-addon-c1").await;
+    create(
+        &Api::<ManagedClusterAddOn>::namespaced(client, "get-addon-c1"),
+        json!({
+            "apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "ManagedClusterAddOn",
+            "metadata": { "name": "probe", "namespace": "get-addon-c1" }, "spec": {},
+        }),
+    )
+    .await;
+
+    let table = ok(flotilla(config, &["get", "addon", "--cluster", "get-addon-c1"]));
+    let header: Vec<&str> = first_line(&table).split_whitespace().collect();
+    assert_eq!(header[..2], ["CLUSTER", "NAME"], "{table}");
+    let row: Vec<&str> = table
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[..2], ["get-addon-c1", "probe"], "{table}");
+
+    let json: serde_json::Value = serde_json::from_str(&ok(flotilla(
+        config,
+        &["get", "addon", "--cluster", "get-addon-c1", "-o", "json"],
+    )))
+    .unwrap();
+    assert_eq!(json["items"][0]["metadata"]["name"], "probe", "{json}");
+    let yaml = ok(flotilla(
+        config,
+        &["get", "addon", "--cluster", "get-addon-c1", "-o", "yaml"],
+    ));
+    assert_eq!(first_line(&yaml), "apiVersion: v1", "{yaml}");
+    assert!(yaml.contains("name: probe"), "{yaml}");
+}
+
+#[tokio::test]
+async fn get_token_gives_the_join_command_or_an_object_for_scripts() {
+    let hub = hub().await;
+    let config = hub.admin_kubeconfig();
+    let command = first_out(flotilla(config, &["get", "token"]));
+    assert!(command.starts_with("flotilla join --hub-token "), "{command}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(flotilla(config, &["get", "token", "-o", "json"]))).unwrap();
+    assert_eq!(json["joinCommand"], command.as_str(), "{json}");
+    assert_eq!(json["hubApiserver"], hub.server().trim_end_matches('/'), "{json}");
+    let yaml: serde_json::Value =
+        serde_yaml::from_str(&ok(flotilla(config, &["get", "token", "-o", "yaml"]))).unwrap();
+    assert_eq!(yaml, json);
+}
+
+#[test]
+fn completion_scripts_are_printed_for_bash_zsh_and_fish_and_other_shells_refused() {
+    let run = |shell: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(["completion", shell])
+            .output()
+            .unwrap()
+    };
+    let bash = ok(run("bash"));
+    assert_eq!(first_line(&bash), "_flotilla() {", "{bash}");
+    assert!(bash.contains("clusterset") && bash.contains("--kubeconfig"));
+    let zsh = ok(run("zsh"));
+    assert_eq!(first_line(&zsh), "#compdef flotilla", "{zsh}");
+    let fish = ok(run("fish"));
+    assert!(fish.contains("complete -c flotilla"), "{fish}");
+
+    let output = run("tcsh");
+    assert_eq!(output.status.code(), Some(2), "a usage error");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        first_line(&stderr),
+        "error: invalid value 'tcsh' for '<SHELL>'",
         "{stderr}"
     );
 }
