@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  error: create work w1 on cluster c1: ManifestWork.work… "w1" is invalid: spec…apiVersion: Required value
-//!  hint: the hub refused the object as written: correct the field named above and run the command again
+//!  hint: the apiserver refused the object as written: correct the field named above and run the command again
 //!  apiserver status: {"code":422,…}                                       (only with -v)
 //! ```
 //!
