@@ -530,3 +530,18 @@ fn deploy_crds_match_the_generated_crds() {
         );
     }
 }
+
+/// OCM's v1alpha1 ManagedClusterAddOn allows only `csr` and `token` as `kubeClientDriver`, as
+/// v1beta1 does for `registrations[].kubeClient.driver` (issue 30).
+#[test]
+fn addon_kube_client_driver_is_csr_or_token_in_both_versions() {
+    let mca = crd("managedclusteraddons.addon.open-cluster-management.io");
+    let alpha = schema(&mca, "v1alpha1");
+    let driver = &alpha["properties"]["status"]["properties"]["kubeClientDriver"];
+    assert_eq!(driver["type"], "string", "{driver}");
+    assert_eq!(driver["enum"], json!(["csr", "token"]), "{driver}");
+    let beta = schema(&mca, "v1beta1");
+    let registration = &beta["properties"]["status"]["properties"]["registrations"]["items"];
+    let driver = &registration["properties"]["kubeClient"]["properties"]["driver"];
+    assert_eq!(driver["enum"], json!(["csr", "token"]), "{driver}");
+}

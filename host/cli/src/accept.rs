@@ -33,7 +33,11 @@ pub struct AcceptArgs {
     /// Comma-separated cluster names.
     #[arg(long, value_delimiter = ',', required = true)]
     pub clusters: Vec<String>,
-    /// How long to wait for each cluster's request to appear.
+    /// Also wait for clusters that have not registered yet (no ManagedCluster: a klusterlet
+    /// just joined); without it such a cluster is refused at once.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long to wait for each cluster's request (and, with --wait, its registration).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub timeout: Duration,
 }
@@ -55,29 +59,50 @@ pub async fn accept(global: &GlobalArgs, args: &AcceptArgs) -> anyhow::Result<()
     let (hub, _) = client(global).await?;
     let mut failed = Vec::new();
     for cluster in &args.clusters {
-        match accept_one(&hub, cluster, args.timeout).await {
+        match accept_one(&hub, cluster, args.wait, args.timeout).await {
             Ok(approved) => {
                 eprintln!("cluster {cluster:?} accepted ({approved} certificate request(s) approved)")
             }
-            Err(e) => {
-                eprintln!("cluster {cluster:?} not accepted: {e:#}");
-                failed.push(cluster.as_str());
-            }
+            Err(e) => failed.push((cluster, e)),
         }
     }
-    if !failed.is_empty() {
-        bail!("could not accept {}", failed.join(", "));
+    match failed.len() {
+        0 => Ok(()),
+        // One failure is the command's error, told once.
+        1 => {
+            let (cluster, error) = failed.remove(0);
+            Err(error.context(format!("accept cluster {cluster:?}")))
+        }
+        _ => {
+            for (cluster, error) in &failed {
+                eprintln!("cluster {cluster:?} not accepted: {}", crate::report::line(error));
+            }
+            let names: Vec<&str> = failed.iter().map(|(c, _)| c.as_str()).collect();
+            bail!("could not accept {}", names.join(", "))
+        }
     }
-    Ok(())
 }
 
-async fn accept_one(hub: &Client, cluster: &str, timeout: Duration) -> anyhow::Result<usize> {
+async fn accept_one(
+    hub: &Client,
+    cluster: &str,
+    wait_to_register: bool,
+    timeout: Duration,
+) -> anyhow::Result<usize> {
     let clusters: Api<ManagedCluster> = Api::all(hub.clone());
     let csrs: Api<CertificateSigningRequest> = Api::all(hub.clone());
     let deadline = Instant::now() + timeout;
     let selector = format!("{CLUSTER_NAME_LABEL}={cluster}");
+    let mut announced = None;
     loop {
         let found = clusters.get_opt(cluster).await.context("read ManagedCluster")?;
+        if found.is_none() && !wait_to_register {
+            bail!(
+                "no ManagedCluster {cluster:?} on this hub: its klusterlet has not registered\n\
+                 run `flotilla join` on that cluster (or pass --wait if it was just joined); \
+                 `flotilla get clusters` lists the clusters that have registered"
+            );
+        }
         let (approvable, left_alone): (Vec<_>, Vec<_>) = csrs
             .list(&ListParams::default().labels(&selector))
             .await
@@ -117,14 +142,45 @@ async fn accept_one(hub: &Client, cluster: &str, timeout: Duration) -> anyhow::R
             }
             return Ok(approved);
         }
+        let waiting_for = if found.is_none() {
+            Waiting::Registration
+        } else {
+            Waiting::Request
+        };
         if Instant::now() >= deadline {
-            bail!(
-                "no ManagedCluster with a pending certificate request for its own agent from a bootstrap \
-                 identity after {timeout:?}; is its klusterlet running (`flotilla join`)?"
-            );
+            match waiting_for {
+                Waiting::Registration => bail!(
+                    "no ManagedCluster {cluster:?} registered within {timeout:?}; is its klusterlet running \
+                     (`flotilla join`)?"
+                ),
+                Waiting::Request => bail!(
+                    "ManagedCluster {cluster:?} filed no certificate request for its own agent from a \
+                     bootstrap identity within {timeout:?}; is its klusterlet running (`flotilla join`)?"
+                ),
+            }
+        }
+        if announced != Some(waiting_for) {
+            match waiting_for {
+                Waiting::Registration => {
+                    eprintln!("cluster {cluster:?}: waiting up to {timeout:?} for its klusterlet to register")
+                }
+                Waiting::Request => eprintln!(
+                    "cluster {cluster:?}: waiting up to {timeout:?} for its klusterlet's certificate request"
+                ),
+            }
+            announced = Some(waiting_for);
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// What `accept` is waiting for, announced once each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Waiting {
+    /// The klusterlet to create the ManagedCluster (only with `--wait`).
+    Registration,
+    /// The klusterlet's first certificate request.
+    Request,
 }
 
 /// Why accepting `cluster` may not approve this pending request, if it may not: it must come

@@ -3,6 +3,8 @@
 //! strategy); enabling on a placement adds it to the ClusterManagementAddOn's `Placements`
 //! install strategy, and the hub's add-on manager follows its decisions.
 
+use std::collections::BTreeSet;
+
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use flotilla_api::{
@@ -144,8 +146,52 @@ fn parse_placement(text: &str) -> anyhow::Result<PlacementRef> {
     }
 }
 
+/// The add-ons this hub knows: a ClusterManagementAddOn's name, or the add-on an AddOnPlugin
+/// drives (its ClusterManagementAddOn may not be made yet).
+async fn known_addons(hub: &kube::Client) -> anyhow::Result<BTreeSet<String>> {
+    let managed = Api::<ClusterManagementAddOn>::all(hub.clone())
+        .list(&ListParams::default())
+        .await
+        .context("list ClusterManagementAddOns")?;
+    let plugins = Api::<AddOnPlugin>::all(hub.clone())
+        .list(&ListParams::default())
+        .await
+        .context("list AddOnPlugins")?;
+    Ok(managed
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .chain(plugins.items.iter().map(plugin_addon))
+        .collect())
+}
+
+/// Refuses names no add-on of this hub has, listing those it has (clusteradm refuses an
+/// unknown add-on too; a ManagedClusterAddOn for one would wait forever for a manager).
+fn check_known(names: &[String], known: &BTreeSet<String>) -> anyhow::Result<()> {
+    let unknown: Vec<String> = names
+        .iter()
+        .filter(|n| !known.contains(*n))
+        .map(|n| format!("{n:?}"))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let existing = if known.is_empty() {
+        "none".to_owned()
+    } else {
+        known.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+    };
+    bail!(
+        "no add-on {} on this hub (no ClusterManagementAddOn or AddOnPlugin of that name); \
+         add-ons here: {existing}\nregister one with `flotilla plugin register NAME --oci REF`, or \
+         pick one of those",
+        unknown.join(", ")
+    )
+}
+
 async fn enable(global: &GlobalArgs, args: &EnableArgs) -> anyhow::Result<()> {
     let (hub, _) = client(global).await.context("connect to the hub")?;
+    check_known(&args.names, &known_addons(&hub).await?)?;
     if let Some(placement) = &args.target.placement {
         let placement = parse_placement(placement)?;
         for name in &args.names {
@@ -532,6 +578,25 @@ mod tests {
         assert!(quiet.contains("Health:          - — not reported yet"), "{quiet}");
         assert!(quiet.contains("Registrations:   none"), "{quiet}");
         assert!(quiet.contains("Plugin:          none registered"), "{quiet}");
+    }
+
+    #[test]
+    fn unknown_addons_are_refused_naming_those_that_exist() {
+        let known: BTreeSet<String> = ["helloworld".to_owned(), "probe".to_owned()].into();
+        assert!(check_known(&["helloworld".to_owned()], &known).is_ok());
+        let message = check_known(&["nosuch".to_owned(), "probe".to_owned()], &known)
+            .unwrap_err()
+            .to_string();
+        let first = message.lines().next().unwrap();
+        assert_eq!(
+            first,
+            "no add-on \"nosuch\" on this hub (no ClusterManagementAddOn or AddOnPlugin of that name); \
+             add-ons here: helloworld, probe"
+        );
+        let none = check_known(&["x".to_owned()], &BTreeSet::new())
+            .unwrap_err()
+            .to_string();
+        assert!(none.contains("add-ons here: none"), "{none}");
     }
 
     #[test]

@@ -75,7 +75,7 @@ pub async fn run(global: &GlobalArgs, args: &AddonAgentArgs) -> anyhow::Result<(
             true => renew_on_hub(&managed, args, period).await,
         };
         if let Err(error) = result {
-            eprintln!("flotilla addon-agent: {error:#}");
+            eprintln!("flotilla addon-agent: {}", crate::report::line(&error));
         }
         tokio::time::sleep(period).await;
     }

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::{
-    accept, addon, addon_agent, clusterset, controlplane, down, get, init, join, plugin, run, status, up,
-    work,
+    accept, addon, addon_agent, clusterset, completion, controlplane, down, get, init, join, plugin, run,
+    status, up, work,
 };
 
 /// Flotilla: a multicluster control plane that speaks Open Cluster Management's APIs.
@@ -33,6 +33,9 @@ pub struct GlobalArgs {
     /// each reconcile: controller and object).
     #[arg(long, global = true, env = "FLOTILLA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// On failure, also print the apiserver's raw answer (its Status object).
+    #[arg(short = 'v', long, global = true)]
+    pub verbose: bool,
     /// Where local control planes and other local state live.
     #[arg(long, global = true, env = "FLOTILLA_STATE_DIR", default_value = ".flotilla")]
     pub state_dir: PathBuf,
@@ -72,13 +75,13 @@ pub enum Command {
     /// Show clusters, cluster sets, placements, works or the join command.
     #[command(subcommand)]
     Get(get::Command),
-    /// Create ManifestWorks.
+    /// Create ManifestWorks and cluster sets.
     #[command(subcommand)]
     Create(CreateCommand),
-    /// Delete ManifestWorks.
+    /// Delete ManifestWorks and cluster sets.
     #[command(subcommand)]
     Delete(DeleteCommand),
-    /// Bind cluster sets to namespaces and choose their clusters.
+    /// Bind cluster sets to namespaces (or unbind them) and choose their clusters.
     #[command(subcommand)]
     Clusterset(clusterset::Command),
     /// Enable or disable add-ons on clusters or placements.
@@ -91,6 +94,8 @@ pub enum Command {
     /// Run, inspect and publish add-on plugins (WebAssembly components).
     #[command(subcommand)]
     Plugin(plugin::Command),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completion(completion::CompletionArgs),
     /// A stand-in add-on agent that only renews its lease (for demos and tests).
     #[command(hide = true)]
     AddonAgent(addon_agent::AddonAgentArgs),
@@ -101,6 +106,8 @@ pub enum Command {
 pub enum CreateCommand {
     /// Wrap the objects of a file or directory in a ManifestWork for each cluster.
     Work(work::CreateWorkArgs),
+    /// Create an empty cluster set (clusters join it with `flotilla clusterset set`).
+    Clusterset(clusterset::CreateArgs),
 }
 
 /// `flotilla delete …`.
@@ -108,6 +115,8 @@ pub enum CreateCommand {
 pub enum DeleteCommand {
     /// Delete a ManifestWork from clusters.
     Work(work::DeleteWorkArgs),
+    /// Delete a cluster set that is bound to no namespace.
+    Clusterset(clusterset::DeleteArgs),
 }
 
 impl Cli {
@@ -125,10 +134,16 @@ impl Cli {
             Command::Get(command) => command.run(&self.global).await,
             Command::Create(CreateCommand::Work(args)) => work::create(&self.global, &args).await,
             Command::Delete(DeleteCommand::Work(args)) => work::delete(&self.global, &args).await,
+            Command::Create(CreateCommand::Clusterset(args)) => clusterset::create(&self.global, &args).await,
+            Command::Delete(DeleteCommand::Clusterset(args)) => clusterset::delete(&self.global, &args).await,
             Command::Clusterset(command) => command.run(&self.global).await,
             Command::Addon(command) => command.run(&self.global).await,
             Command::Controlplane(command) => command.run(&self.global).await,
             Command::Plugin(command) => command.run(&self.global).await,
+            Command::Completion(args) => {
+                completion::completion(&args);
+                Ok(())
+            }
             Command::AddonAgent(args) => addon_agent::run(&self.global, &args).await,
         }
     }

@@ -1,8 +1,10 @@
-//! `flotilla clusterset bind|set`: bind a cluster set into a namespace (so that Placements there
-//! may select its clusters), and put clusters into an exclusive cluster set, as clusteradm does.
+//! `flotilla clusterset bind|unbind|set` and `flotilla create|delete clusterset`: bind a cluster
+//! set into a namespace (so that Placements there may select its clusters) or unbind it, put
+//! clusters into an exclusive cluster set, and make or remove sets, as clusteradm does.
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
+use flotilla_api::cluster::consts::{DEFAULT_CLUSTER_SET, GLOBAL_CLUSTER_SET};
 use flotilla_api::cluster::{
     consts::CLUSTER_SET_LABEL,
     v1::ManagedCluster,
@@ -10,8 +12,8 @@ use flotilla_api::cluster::{
 };
 use flotilla_kube::apply::apply;
 use kube::{
-    Api,
-    api::{Patch, PatchParams},
+    Api, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 
@@ -21,6 +23,8 @@ use crate::{cli::GlobalArgs, kube::client};
 pub enum Command {
     /// Bind a cluster set into a namespace (a ManagedClusterSetBinding named after the set).
     Bind(BindArgs),
+    /// Remove a cluster set's binding from a namespace.
+    Unbind(BindArgs),
     /// Put clusters into a cluster set (the exclusive clusterset label on each cluster).
     Set(SetArgs),
 }
@@ -47,6 +51,7 @@ impl Command {
     pub async fn run(self, global: &GlobalArgs) -> anyhow::Result<()> {
         match self {
             Command::Bind(args) => bind(global, &args).await,
+            Command::Unbind(args) => unbind(global, &args).await,
             Command::Set(args) => set(global, &args).await,
         }
     }
@@ -78,6 +83,118 @@ async fn bind(global: &GlobalArgs, args: &BindArgs) -> anyhow::Result<()> {
         args.set, args.namespace
     );
     Ok(())
+}
+
+/// `flotilla create clusterset NAME`.
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// The cluster set's name.
+    pub name: String,
+}
+
+/// `flotilla delete clusterset NAME`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// The cluster set's name.
+    pub name: String,
+}
+
+/// `flotilla create clusterset`: an empty set whose clusters carry its label (`clusterset
+/// set` puts them in). One that exists already is left as it is.
+pub async fn create(global: &GlobalArgs, args: &CreateArgs) -> anyhow::Result<()> {
+    let (hub, _) = client(global).await?;
+    let set: ManagedClusterSet = serde_json::from_value(json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+        "kind": "ManagedClusterSet",
+        "metadata": {"name": args.name},
+        "spec": {"clusterSelector": {"selectorType": "ExclusiveClusterSetLabel"}},
+    }))?;
+    match Api::<ManagedClusterSet>::all(hub)
+        .create(&PostParams::default(), &set)
+        .await
+    {
+        Ok(_) => println!("cluster set {} created", args.name),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            println!("cluster set {} already exists", args.name);
+        }
+        Err(error) => return Err(error).with_context(|| format!("create cluster set {}", args.name)),
+    }
+    Ok(())
+}
+
+/// `flotilla delete clusterset`: refused while the set is bound (Placements in those
+/// namespaces would lose its clusters unannounced) and for the sets the hub keeps.
+pub async fn delete(global: &GlobalArgs, args: &DeleteArgs) -> anyhow::Result<()> {
+    if [DEFAULT_CLUSTER_SET, GLOBAL_CLUSTER_SET].contains(&args.name.as_str()) {
+        bail!(
+            "cluster set {} is kept by the hub, which would make it again; remove its bindings instead \
+             (`flotilla clusterset unbind {} --namespace NS`)",
+            args.name,
+            args.name
+        );
+    }
+    let (hub, _) = client(global).await?;
+    let sets: Api<ManagedClusterSet> = Api::all(hub.clone());
+    if sets
+        .get_opt(&args.name)
+        .await
+        .with_context(|| format!("read cluster set {}", args.name))?
+        .is_none()
+    {
+        bail!(
+            "no cluster set {} on this hub (`flotilla get clustersets` lists them)",
+            args.name
+        );
+    }
+    let mut bound: Vec<String> = Api::<ManagedClusterSetBinding>::all(hub)
+        .list(&ListParams::default())
+        .await
+        .context("list cluster set bindings")?
+        .items
+        .iter()
+        .filter(|b| b.spec.cluster_set == args.name)
+        .filter_map(ResourceExt::namespace)
+        .collect();
+    bound.sort();
+    if let Some(first) = bound.first() {
+        bail!(
+            "cluster set {} is bound to namespace(s) {}; unbind it first (`flotilla clusterset unbind {} \
+             --namespace {first}`)",
+            args.name,
+            bound.join(", "),
+            args.name
+        );
+    }
+    sets.delete(&args.name, &DeleteParams::default())
+        .await
+        .with_context(|| format!("delete cluster set {}", args.name))?;
+    println!("cluster set {} deleted", args.name);
+    Ok(())
+}
+
+async fn unbind(global: &GlobalArgs, args: &BindArgs) -> anyhow::Result<()> {
+    let (hub, _) = client(global).await?;
+    let bindings: Api<ManagedClusterSetBinding> = Api::namespaced(hub, &args.namespace);
+    match bindings.delete(&args.set, &DeleteParams::default()).await {
+        Ok(_) => {
+            println!(
+                "cluster set {} is no longer bound to namespace {}",
+                args.set, args.namespace
+            );
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => bail!(
+            "cluster set {} is not bound to namespace {} (`flotilla get clustersets` shows its namespaces)",
+            args.set,
+            args.namespace
+        ),
+        Err(error) => Err(error).with_context(|| {
+            format!(
+                "unbind cluster set {} from namespace {}",
+                args.set, args.namespace
+            )
+        }),
+    }
 }
 
 async fn set(global: &GlobalArgs, args: &SetArgs) -> anyhow::Result<()> {

@@ -24,14 +24,19 @@ use crate::{
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Managed clusters: acceptance, availability, cluster set, capacity and version.
+    #[command(visible_alias = "cluster")]
     Clusters(OutputArgs),
     /// Cluster sets: the namespaces they are bound to and how many clusters they select.
+    #[command(visible_alias = "clusterset")]
     Clustersets(OutputArgs),
     /// ManifestWorks: Applied/Available/Progressing per work, or per manifest for one work.
+    #[command(visible_alias = "work")]
     Works(crate::work::GetWorksArgs),
     /// Placements: selected clusters, and whether they are satisfied or why not.
+    #[command(visible_alias = "placement")]
     Placements(PlacementsArgs),
     /// Add-ons per cluster: Available, ManifestApplied, Progressing and config rollout.
+    #[command(visible_alias = "addon")]
     Addons(crate::addon::GetAddonsArgs),
     /// The command that joins a cluster to this hub.
     Token(init::TokenArgs),

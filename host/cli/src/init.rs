@@ -67,6 +67,9 @@ pub struct TokenArgs {
     /// The hub apiserver URL managed clusters reach (default: the kubeconfig's server).
     #[arg(long)]
     pub hub_apiserver: Option<String>,
+    /// Output format: the join command (table), or the token, server and command as an object.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t)]
+    pub format: crate::output::Format,
 }
 
 /// What the hub's manifests are made for.
@@ -312,7 +315,15 @@ pub async fn token(global: &GlobalArgs, args: &TokenArgs) -> anyhow::Result<()> 
         .unwrap_or_else(|| config.cluster_url.to_string());
     match find_token(&client).await? {
         Some(token) => {
-            println!("{}", join_command(&token, server.trim_end_matches('/')));
+            let server = server.trim_end_matches('/');
+            let command = join_command(&token, server);
+            match args.format {
+                crate::output::Format::Table => println!("{command}"),
+                format => crate::output::print_object(
+                    format,
+                    &serde_json::json!({ "hubToken": token, "hubApiserver": server, "joinCommand": command }),
+                )?,
+            }
             Ok(())
         }
         None => bail!("this hub has no Flotilla bootstrap token; run `flotilla init` first"),

@@ -833,6 +833,7 @@ mod tests {
             kubeconfig: Some(path.clone()),
             context: Some(context.to_owned()),
             log_format: crate::cli::LogFormat::Text,
+            verbose: false,
             state_dir: dir.path().to_owned(),
         };
         let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);

@@ -5,6 +5,7 @@ mod addon;
 mod addon_agent;
 mod cli;
 mod clusterset;
+mod completion;
 mod controlplane;
 mod down;
 mod get;
@@ -17,6 +18,7 @@ mod ops;
 mod output;
 mod plugin;
 mod register;
+mod report;
 mod run;
 mod status;
 mod up;
@@ -39,10 +41,11 @@ async fn main() -> std::process::ExitCode {
         cli::LogFormat::Text => logs.init(),
         cli::LogFormat::Json => logs.json().init(),
     }
+    let verbose = cli.global.verbose;
     match cli.run().await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("{}", report::render(&error, verbose));
             std::process::ExitCode::FAILURE
         }
     }

@@ -56,3 +56,17 @@ pub fn print<T: Serialize>(
     }
     Ok(())
 }
+
+/// Prints one object as YAML or JSON (`-o` of commands that show a single object; a table is
+/// the command's own text).
+pub fn print_object<T: Serialize>(format: Format, object: &T) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match format {
+        Format::Table | Format::Yaml => out.write_all(serde_yaml::to_string(object)?.as_bytes())?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, object)?;
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}

@@ -279,7 +279,7 @@ impl Ctx {
 
 /// A failed step: which, why, and where to look.
 #[derive(Debug, thiserror::Error)]
-#[error("step {step:?} failed: {cause:#}{}", log.as_ref().map(|l| format!("\n  log: {}", l.display())).unwrap_or_default())]
+#[error("step {step:?} failed: {}{}", crate::report::line(cause), log.as_ref().map(|l| format!("\n  log: {}", l.display())).unwrap_or_default())]
 struct StepFailed {
     step: String,
     log: Option<PathBuf>,
@@ -410,7 +410,7 @@ pub async fn up(global: &GlobalArgs, args: &UpArgs) -> anyhow::Result<()> {
             Ok(())
         }
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("{}", crate::report::render(&error, global.verbose));
             eprintln!("stopping what this `flotilla up` started …");
             match crate::down::teardown(&state) {
                 Ok(stopped) => eprintln!("stopped {} process(es); nothing is left running", stopped.len()),
@@ -591,7 +591,7 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
             flotilla(
                 ctx,
                 &hub_admin,
-                &["accept", "--clusters", &list, "--timeout", &timeout],
+                &["accept", "--wait", "--clusters", &list, "--timeout", &timeout],
             )
             .await?;
             Ok(((), list.clone()))
@@ -973,7 +973,7 @@ where
         match check(client.clone()).await {
             Ok(None) => Ok(Some(())),
             Ok(Some(missing)) => Err(missing),
-            Err(e) => Err(format!("{e:#}")),
+            Err(e) => Err(crate::report::line(&e)),
         }
     })
     .await

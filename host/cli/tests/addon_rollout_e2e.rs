@@ -109,7 +109,14 @@ impl Fleet {
         ok(flotilla_at(
             state,
             admin,
-            &["accept", "--clusters", &CLUSTERS.join(","), "--timeout", "120s"],
+            &[
+                "accept",
+                "--wait",
+                "--clusters",
+                &CLUSTERS.join(","),
+                "--timeout",
+                "120s",
+            ],
         ));
         Self {
             _hub_process: hub_process,

@@ -184,7 +184,7 @@ async fn a_hosted_klusterlet_manages_a_cluster_it_leaves_no_trace_of_itself_on()
     ok(flotilla_at(
         state,
         hub.admin_kubeconfig(),
-        &["accept", "--clusters", CLUSTER, "--timeout", "120s"],
+        &["accept", "--wait", "--clusters", CLUSTER, "--timeout", "120s"],
     ));
     let log = state
         .join("klusterlets")

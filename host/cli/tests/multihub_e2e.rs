@@ -165,7 +165,7 @@ async fn one_cluster_serves_two_hubs_through_two_klusterlets_that_never_touch_ea
         ok(flotilla_at(
             state,
             admin,
-            &["accept", "--clusters", CLUSTER, "--timeout", "120s"],
+            &["accept", "--wait", "--clusters", CLUSTER, "--timeout", "120s"],
         ));
     }
     let clusters_a: Api<ManagedCluster> = Api::all(hub_a.admin_client().await.unwrap());

@@ -160,7 +160,7 @@ async fn a_klusterlet_behind_an_https_proxy_joins_works_and_rotates_through_it()
     ok(flotilla_at(
         state,
         admin,
-        &["accept", "--clusters", "proxied", "--timeout", "120s"],
+        &["accept", "--wait", "--clusters", "proxied", "--timeout", "120s"],
     ));
     let clusters: Api<ManagedCluster> = Api::all(hub.admin_client().await.unwrap());
     wait_for("proxied joined and available", async || {

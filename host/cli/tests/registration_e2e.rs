@@ -108,7 +108,14 @@ async fn clusters_join_get_accepted_become_available_and_recover_after_an_agent_
     ok(flotilla(
         state,
         hub.admin_kubeconfig(),
-        &["accept", "--clusters", "cluster1,cluster2", "--timeout", "90s"],
+        &[
+            "accept",
+            "--wait",
+            "--clusters",
+            "cluster1,cluster2",
+            "--timeout",
+            "90s",
+        ],
     ));
 
     // Leases of 2 s (set at join) make an outage show within seconds: grace is 5 × 2 s.

@@ -415,3 +415,60 @@ async fn a_new_lease_duration_takes_effect_without_waiting_for_the_status_interv
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// OCM's agent watches ClusterClaims; so does this one, so a claim made on the managed cluster
+/// reaches the ManagedCluster's status at once, not after the (here ten-minute) status
+/// interval (issue 30). A managed control plane of its own: claims are cluster-wide, and the
+/// claims test above counts them.
+#[tokio::test]
+async fn a_new_cluster_claim_reaches_the_hub_without_waiting_for_the_status_interval() {
+    init_tracing();
+    let (hub, _) = planes().await;
+    let managed = flotilla_testing::shared("agent-claims-managed")
+        .await
+        .expect("start managed cluster");
+    let hub_admin = hub.admin_client().await.unwrap();
+    let managed_admin = managed.admin_client().await.unwrap();
+    ensure_bootstrap_rbac(&hub_admin).await;
+    let (namespace, cluster) = ("agent-claim-event", "claim-event-c1");
+    prepare_namespace(&managed_admin, namespace, bootstrap_kubeconfig(hub).as_bytes()).await;
+    let mut opts = options(namespace, Some(cluster));
+    opts.status_interval = Duration::from_secs(600);
+    let agent = RunningAgent::start(managed, opts).await;
+    wait_csrs(&hub_admin, cluster, 1).await;
+    approve_pending(&hub_admin, cluster).await;
+    accept(&hub_admin, cluster).await;
+    agent.wait("joined", |s| s.phase == Phase::Joined).await;
+    wait_cluster(&hub_admin, cluster, "available", |c| {
+        has_condition(c, mc::CONDITION_AVAILABLE, "True", mc::REASON_AVAILABLE)
+    })
+    .await;
+
+    let claim = ClusterClaim {
+        metadata: ObjectMeta {
+            name: Some("region.example.com".to_owned()),
+            ..Default::default()
+        },
+        spec: ClusterClaimSpec {
+            value: "eu-west".to_owned(),
+        },
+    };
+    Api::<ClusterClaim>::all(managed_admin)
+        .create(&PostParams::default(), &claim)
+        .await
+        .unwrap();
+    let created = std::time::Instant::now();
+    wait_cluster(&hub_admin, cluster, "the new claim in status", |c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.cluster_claims
+                .iter()
+                .any(|claim| claim.name == "region.example.com" && claim.value == "eu-west")
+        })
+    })
+    .await;
+    assert!(
+        created.elapsed() < Duration::from_secs(30),
+        "the claim took {:?} to reach the hub",
+        created.elapsed()
+    );
+}

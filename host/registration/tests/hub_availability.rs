@@ -311,3 +311,57 @@ async fn an_agent_clock_a_lease_period_off_the_hubs_is_reported_out_of_sync_and_
     })
     .await;
 }
+
+/// A taint someone adds with `kubectl patch` carries no `timeAdded` (admission leaves that to
+/// the hub); the hub stamps it on the change's watch event, as OCM's webhook stamps it on
+/// admission, since tolerations with `tolerationSeconds` count from it (issue 30).
+#[tokio::test]
+async fn a_taint_a_user_adds_gets_its_time_added_stamped_by_the_hub() {
+    let cp = hub(CP).await;
+    let admin = cp.admin_client().await.unwrap();
+    create_cluster(&admin, &cluster("taint-user", true, 60, &[])).await;
+    // No agent reports: the hub's own unreachable taint is there first.
+    let before = wait_cluster(&admin, "taint-user", "unreachable taint", |c| {
+        has_only_taint(c, TAINT_UNREACHABLE)
+    })
+    .await;
+    let hub_added = hub_taints(&before)[0].time_added.clone();
+
+    let from = Timestamp::from_second(Timestamp::now().as_second()).unwrap();
+    let patch = json!([{ "op": "add", "path": "/spec/taints/-",
+        "value": { "key": "example.com/maintenance", "value": "disk", "effect": "NoSelect" } }]);
+    let output = cp
+        .kubectl()
+        .args(["patch", "managedcluster", "taint-user", "--type=json", "-p"])
+        .arg(patch.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "kubectl patch: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let user_taint = |c: &ManagedCluster| {
+        c.spec
+            .taints
+            .iter()
+            .find(|t| t.key == "example.com/maintenance")
+            .cloned()
+    };
+    let stamped = wait_cluster(&admin, "taint-user", "the user's taint stamped", |c| {
+        user_taint(c).is_some_and(|t| t.time_added.is_some())
+    })
+    .await;
+    let added = user_taint(&stamped).unwrap().time_added.unwrap().0;
+    assert!(
+        added >= from && added <= Timestamp::now(),
+        "timeAdded {added} is when the taint was added (from {from})"
+    );
+    assert_eq!(user_taint(&stamped).unwrap().value, "disk");
+    assert_eq!(
+        hub_taints(&stamped)[0].time_added,
+        hub_added,
+        "the hub's own taint keeps its time"
+    );
+}

@@ -280,7 +280,10 @@ async fn add_ons_convert_between_v1alpha1_and_v1beta1_through_the_hub_s_webhook(
     assert_eq!(stored.spec.install_namespace, "agents");
     assert!(stored.annotations().is_empty(), "{:?}", stored.annotations());
     let status = stored.status.unwrap();
-    assert_eq!(status.kube_client_driver, "token");
+    assert_eq!(
+        status.kube_client_driver,
+        Some(flotilla_api::addon::v1alpha1::KubeClientDriver::Token)
+    );
     assert_eq!(status.registrations[0].signer_name, KUBE_APISERVER_CLIENT_SIGNER);
     assert_eq!(status.registrations[1].signer_name, "example.com/signer");
     assert_eq!(status.registrations[1].subject.organization_units, ["ou1"]);

@@ -245,11 +245,7 @@ pub fn mca_to_v1beta1(mca: &a1::ManagedClusterAddOn) -> b1::ManagedClusterAddOn 
             configs: mca.spec.configs.clone(),
         },
         status: mca.status.as_ref().map(|status| {
-            let driver = match status.kube_client_driver.as_str() {
-                "csr" => Some(b1::KubeClientDriver::Csr),
-                "token" => Some(b1::KubeClientDriver::Token),
-                _ => None,
-            };
+            let driver = status.kube_client_driver;
             b1::ManagedClusterAddOnStatus {
                 conditions: status.conditions.clone(),
                 related_objects: status.related_objects.clone(),
@@ -327,13 +323,7 @@ pub fn mca_to_v1alpha1(mca: &b1::ManagedClusterAddOn) -> a1::ManagedClusterAddOn
                 .registrations
                 .iter()
                 .find(|r| r.type_ == b1::RegistrationType::KubeClient)
-                .and_then(|r| r.kube_client.as_ref()?.driver)
-                .map(|driver| match driver {
-                    b1::KubeClientDriver::Csr => "csr",
-                    b1::KubeClientDriver::Token => "token",
-                })
-                .unwrap_or_default()
-                .to_owned(),
+                .and_then(|r| r.kube_client.as_ref()?.driver),
         }),
     }
 }

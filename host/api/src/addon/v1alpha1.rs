@@ -344,8 +344,19 @@ pub struct ManagedClusterAddOnStatus {
     pub health_check: HealthCheck,
 
     /// Driver the agent uses for kube-apiserver client registration (`csr` or `token`).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub kube_client_driver: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_client_driver: Option<KubeClientDriver>,
+}
+
+/// How an add-on agent authenticates to the hub's kube-apiserver (`csr` or `token`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum KubeClientDriver {
+    /// A client certificate from a CSR.
+    #[default]
+    Csr,
+    /// A service account token.
+    Token,
 }
 
 /// An object related to an add-on.

@@ -14,9 +14,9 @@ pub use super::v1alpha1::{
     ContainerResourceRequirements, CurrentClusterBindingConfig, CustomSignerRegistrationConfig,
     CustomizedVariable, DefaultConfigReference, HealthCheck, HealthCheckMode, HubPermissionConfig,
     HubPermissionsBindingType, ImageMirror, InstallConfigReference, InstallStrategy, InstallStrategyType,
-    KubeClientRegistrationConfig, NodePlacement, ObjectReference, PlacementRef, PlacementStrategy,
-    ProxyConfig, RegistrationSpec, RegistrationType as TemplateRegistrationType, SigningCARef,
-    SingleNamespaceBindingConfig,
+    KubeClientDriver, KubeClientRegistrationConfig, NodePlacement, ObjectReference, PlacementRef,
+    PlacementStrategy, ProxyConfig, RegistrationSpec, RegistrationType as TemplateRegistrationType,
+    SigningCARef, SingleNamespaceBindingConfig,
 };
 use crate::work::v1::ManifestWorkSpec;
 
@@ -208,17 +208,6 @@ pub struct KubeClientConfig {
     /// Authentication driver the agent uses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<KubeClientDriver>,
-}
-
-/// Authentication drivers of a kube client registration.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum KubeClientDriver {
-    /// A client certificate from a CSR.
-    #[default]
-    Csr,
-    /// A service account token.
-    Token,
 }
 
 /// Subject of a kube client registration.

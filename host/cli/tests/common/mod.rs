@@ -308,7 +308,14 @@ impl Fleet {
         ok(flotilla_at(
             state,
             admin,
-            &["accept", "--clusters", "cluster1,cluster2", "--timeout", "120s"],
+            &[
+                "accept",
+                "--wait",
+                "--clusters",
+                "cluster1,cluster2",
+                "--timeout",
+                "120s",
+            ],
         ));
         // The plugin author publishes; the hub admin registers the pushed digest.
         let reference = registry.reference("addons/helloworld", "v1");

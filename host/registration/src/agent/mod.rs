@@ -8,7 +8,7 @@
 //!  names ─▶ identity (stored hub-kubeconfig-secret, or bootstrap: ManagedCluster + CSR) ┤
 //!            │                                                                          │
 //!            ▼  joined session, four loops on the current identity                     │
-//!     status: Joined, Available, version, capacity, claims   (every status interval)    │
+//!     status: Joined, Available, version, capacity, claims   (interval; claim event)    │
 //!     lease:  renewTime of managed-cluster-lease            (every lease duration +≤25 %)│
 //!     add-on health: Available of Lease-mode add-ons        (lease watches; when stale) │
 //!     rotation: CSR at 20–25 % life left, swap identity     (certificate expired ───────┘

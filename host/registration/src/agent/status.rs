@@ -12,7 +12,8 @@
 //! publishes whether the cluster is accepted and its lease duration for the lease loop.
 //! Between passes the agent watches its ManagedCluster, so a spec change (a new
 //! `leaseDurationSeconds`, acceptance revoked) starts the next pass at once rather than after
-//! the status interval.
+//! the status interval; and it watches the managed cluster's ClusterClaims, so a claim added,
+//! changed or removed reaches the hub within a pass, as OCM's agent reacts to claim events.
 
 use std::{
     collections::BTreeMap,
@@ -36,7 +37,7 @@ use flotilla_core::{
         resources::{self, NodeResources},
     },
 };
-use futures::StreamExt;
+use futures::{FutureExt as _, StreamExt};
 use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
 use kube::{
     Api,
@@ -94,6 +95,9 @@ pub(crate) async fn run(
     let options = &ctx.options;
     let mut tracker = HealthTracker::default();
     let mut backoff = Backoff::new(options.backoff_initial, options.backoff_max);
+    // One watch for the whole session: changes that land during a pass are kept by the stream
+    // and start the next pass as soon as this one has waited.
+    let mut claims = std::pin::pin!(claim_changes(ctx.managed.clone()));
     loop {
         let current = identity.borrow().clone();
         let mut seen_generation = None;
@@ -127,6 +131,11 @@ pub(crate) async fn run(
                     () = spec_changed(current.client.clone(), &names.cluster, seen) => {
                         tracing::debug!("ManagedCluster spec changed; reporting status now");
                     }
+                    Some(()) = claims.next() => {
+                        // One pass for a burst of changes (claims are often made together).
+                        while claims.next().now_or_never().flatten().is_some() {}
+                        tracing::debug!("ClusterClaims changed; reporting status now");
+                    }
                 }
             }
             None => tokio::time::sleep(wait).await,
@@ -149,6 +158,27 @@ async fn spec_changed(hub: kube::Client, cluster: &str, seen: i64) {
         }
     }
     std::future::pending().await
+}
+
+/// Yields whenever the managed cluster's ClusterClaims may have changed: an added, changed or
+/// removed claim, and each (re)list, which may hide changes missed while the watch was down.
+/// Watch errors (also no ClusterClaim CRD) are retried with backoff; the status interval still
+/// reports claims then.
+fn claim_changes(managed: kube::Client) -> impl futures::Stream<Item = ()> {
+    watcher(Api::<ClusterClaim>::all(managed), watcher::Config::default())
+        .default_backoff()
+        .filter_map(|event| {
+            futures::future::ready(match event {
+                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
+                    Some(())
+                }
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => None,
+                Err(error) => {
+                    tracing::debug!(%error, "watching ClusterClaims");
+                    None
+                }
+            })
+        })
 }
 
 async fn pass(

@@ -8,7 +8,9 @@
 //!
 //! Other taints are kept as they are. A taint the hub adds gets `timeAdded` = now (whole
 //! seconds, as the API stores it); a taint that stays keeps its `timeAdded`, because
-//! tolerations with `tolerationSeconds` count from it.
+//! tolerations with `tolerationSeconds` count from it. A taint someone else added (admission
+//! lets only the hub write `timeAdded`) is stamped the same way when the hub first sees it,
+//! as OCM's ManagedCluster webhook stamps it on admission.
 
 use flotilla_api::cluster::{
     consts::{TAINT_UNAVAILABLE, TAINT_UNREACHABLE},
@@ -39,6 +41,9 @@ pub fn desired_taints(current: &[Taint], available: Option<&str>, now: Timestamp
         .cloned()
         .collect();
     let stamp = Timestamp::from_second(now.as_second()).unwrap_or(now);
+    for taint in &mut taints {
+        taint.time_added.get_or_insert(Time(stamp));
+    }
     for key in wanted {
         if !taints.iter().any(|t| is_hub_taint(t, key)) {
             taints.push(Taint {
@@ -107,6 +112,27 @@ mod tests {
         let current = vec![user_taint(), taint(TAINT_UNREACHABLE, 10)];
         assert_eq!(desired_taints(&current, Some("Unknown"), at(50)), None);
         assert_eq!(desired_taints(&[user_taint()], Some(TRUE), at(50)), None);
+    }
+
+    #[test]
+    fn a_taint_added_without_a_time_is_stamped_and_a_stamped_one_kept() {
+        let unstamped = Taint {
+            time_added: None,
+            ..user_taint()
+        };
+        let stamped = Taint {
+            time_added: Some(Time(at(50))),
+            ..user_taint()
+        };
+        assert_eq!(
+            desired_taints(
+                &[unstamped, taint(TAINT_UNREACHABLE, 10)],
+                Some("Unknown"),
+                at(50)
+            ),
+            Some(vec![stamped.clone(), taint(TAINT_UNREACHABLE, 10)])
+        );
+        assert_eq!(desired_taints(&[stamped], Some(TRUE), at(90)), None);
     }
 
     #[test]
