@@ -32,24 +32,28 @@ pub async fn serve(bind: SocketAddr, registry: Registry, client: kube::Client) -
         .with_context(|| format!("bind the metrics and health endpoint to {bind}"))?;
     let addr = listener.local_addr().context("read the endpoint's address")?;
     let state = Arc::new(State { registry, client });
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let state = state.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |request| {
-                    let state = state.clone();
-                    async move { Ok::<_, std::convert::Infallible>(handle(&state, &request).await) }
-                });
-                let served = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-                if let Err(error) = served {
-                    tracing::debug!(%error, "metrics and health connection ended");
-                }
-            });
+    let server = flotilla_kube::server::Server::new(flotilla_kube::server::OPS);
+    tokio::spawn({
+        let accepting = server.clone();
+        async move {
+            accepting
+                .accept(listener, move |stream| {
+                    let (state, server) = (state.clone(), server.clone());
+                    async move {
+                        let service = service_fn(move |request| {
+                            let state = state.clone();
+                            async move { Ok::<_, std::convert::Infallible>(handle(&state, &request).await) }
+                        });
+                        let served = server
+                            .http1()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                        if let Err(error) = served {
+                            tracing::debug!(%error, "metrics and health connection ended");
+                        }
+                    }
+                })
+                .await;
         }
     });
     Ok(addr)

@@ -12,7 +12,8 @@
 //! - [`backoff`]: the requeue policy for failed reconciles;
 //! - [`controller::run`]: the run loop with that policy, shared logging and metrics;
 //! - [`leader`]: lease-based leader election; [`metrics`]: the process's operational series;
-//! - [`kubeconfig`]: what a kubeconfig read from a Secret may ask of the agent's host.
+//! - [`kubeconfig`]: what a kubeconfig read from a Secret may ask of the agent's host;
+//! - [`server`]: the limits of the HTTP servers the network reaches (webhook, metrics).
 
 #![deny(missing_docs)]
 
@@ -26,6 +27,7 @@ pub mod finalizer;
 pub mod kubeconfig;
 pub mod leader;
 pub mod metrics;
+pub mod server;
 pub mod status;
 
 pub use error::{Error, Result};

@@ -19,7 +19,7 @@
 use std::{net::SocketAddr, sync::Arc};
 
 use flotilla_api::work::{consts::MAX_MANIFESTS_SIZE, v1::ManifestWorkSpec};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::{Request, Response, body::Bytes, service::service_fn};
 use hyper_util::rt::TokioIo;
 use k8s_openapi::{
@@ -156,14 +156,27 @@ pub fn review(request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
     }
 }
 
-async fn handle(request: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, hyper::Error> {
+fn plain(status: hyper::StatusCode, text: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(text)));
+    *response.status_mut() = status;
+    response
+}
+
+async fn handle(
+    server: &flotilla_kube::server::Server,
+    request: Request<hyper::body::Incoming>,
+) -> Result<Response<Full<Bytes>>, hyper::Error> {
     let path = request.uri().path().to_owned();
     if path != VALIDATE_PATH && path != CONVERT_PATH {
-        let mut not_found = Response::new(Full::new(Bytes::from_static(b"not found")));
-        *not_found.status_mut() = hyper::StatusCode::NOT_FOUND;
-        return Ok(not_found);
+        return Ok(plain(hyper::StatusCode::NOT_FOUND, "not found".to_owned()));
     }
-    let body = request.into_body().collect().await?.to_bytes();
+    let (body, _held) = match server.read_body(request.into_body()).await {
+        Ok(read) => read,
+        Err(refused) => {
+            tracing::warn!(%path, %refused, "webhook request refused");
+            return Ok(plain(refused.status(), refused.to_string()));
+        }
+    };
     let bytes = if path == CONVERT_PATH {
         let answer = match serde_json::from_slice::<ConversionReview>(&body) {
             Ok(request) => flotilla_api::addon::conversion::review(request),
@@ -392,26 +405,29 @@ pub async fn serve(bind: SocketAddr, certificate: &ServingCertificate) -> Result
         .local_addr()
         .map_err(|source| Error::Listen { addr: bind, source })?;
     let acceptor = TlsAcceptor::from(Arc::new(config));
-    let task = tokio::spawn(async move {
-        // Connections live in the accept task's set, so stopping the server (dropping
-        // [`Webhook`]) also ends the apiserver's kept-alive connections.
-        let mut connections = tokio::task::JoinSet::new();
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            while connections.try_join_next().is_some() {}
-            let acceptor = acceptor.clone();
-            connections.spawn(async move {
-                let Ok(tls) = acceptor.accept(stream).await else {
-                    return;
-                };
-                let connection = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), service_fn(handle));
-                if let Err(error) = connection.await {
-                    tracing::debug!(%error, "webhook connection ended");
-                }
-            });
+    let server = flotilla_kube::server::Server::new(flotilla_kube::server::WEBHOOK);
+    // Connections live in the accept loop, so stopping the server (dropping [`Webhook`]) also
+    // ends the apiserver's kept-alive connections.
+    let task = tokio::spawn({
+        let accepting = server.clone();
+        async move {
+            accepting
+                .accept(listener, move |stream| {
+                    let (acceptor, server) = (acceptor.clone(), server.clone());
+                    async move {
+                        let handshake = server.limits().handshake;
+                        let Ok(Ok(tls)) = tokio::time::timeout(handshake, acceptor.accept(stream)).await
+                        else {
+                            return;
+                        };
+                        let service = service_fn(|request| handle(&server, request));
+                        let connection = server.http1().serve_connection(TokioIo::new(tls), service);
+                        if let Err(error) = connection.await {
+                            tracing::debug!(%error, "webhook connection ended");
+                        }
+                    }
+                })
+                .await;
         }
     });
     Ok(Webhook { addr, ca_pem, task })
