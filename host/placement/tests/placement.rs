@@ -524,6 +524,54 @@ async fn bad_placements_are_reported_and_do_not_stop_good_ones() {
     .await;
 }
 
+/// A CEL expression whose ranges the compile-time estimate cannot size (`size(name)` is known
+/// only per cluster) runs ~10¹⁰ steps per cluster unmetered; metered, it stops at its cost
+/// limit on each cluster, selects none of them, and the placement beside it is decided.
+#[tokio::test]
+async fn a_hostile_cel_expression_selects_nothing_and_does_not_hold_up_other_placements() {
+    let client = hub().await;
+    world(&client, "hostile", "hostile-set").await;
+    let names = ["hostile-a", "hostile-b", "hostile-c"];
+    for name in names {
+        cluster(&client, name, "hostile-set", json!({}), json!([]), json!([])).await;
+    }
+    let nested = "lists.range(size(managedCluster.metadata.name) * 10000).all(i, \
+                  lists.range(size(managedCluster.metadata.name) * 10000).all(j, true))";
+    placement(
+        &client,
+        "hostile",
+        "attacker",
+        json!({"predicates": [{"requiredClusterSelector": {"celSelector": {"celExpressions": [nested]}}}]}),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    placement(&client, "hostile", "normal", json!({})).await;
+    wait_decided(&client, "hostile", "normal", &names).await;
+    println!("the normal placement was decided in {:?}", started.elapsed());
+    // Each cluster over its cost limit matches nothing; on a slow machine the three together may
+    // instead run past the evaluation deadline, which makes the placement misconfigured.
+    let api = Api::<Placement>::namespaced(client.clone(), "hostile");
+    let reason = wait::until("the hostile placement settled", TIMEOUT, || async {
+        let p = api.get("attacker").await?;
+        Ok::<_, kube::Error>(
+            condition(&p, "PlacementSatisfied")
+                .filter(|c| c.status == "False")
+                .map(|c| c.reason.clone()),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(
+        ["NoManagedClusterMatched", "Misconfigured"].contains(&reason.as_str()),
+        "{reason}"
+    );
+    println!(
+        "the hostile placement was settled ({reason}) in {:?}",
+        started.elapsed()
+    );
+    assert!(decided(&client, "hostile", "attacker").await.is_empty());
+}
+
 /// The Placement CRD, for tests that change its schema for a moment.
 fn placement_crds(client: &Client) -> Api<CustomResourceDefinition> {
     Api::all(client.clone())

@@ -6,21 +6,42 @@
 //! extensions is available. Expressions are compiled once per Placement generation.
 //!
 //! Limits. OCM evaluates with Kubernetes' runtime cost budget; the `cel` crate has no cost
-//! tracking, so Flotilla bounds cost before running anything: the source is at most
-//! [`MAX_EXPRESSION_LENGTH`] bytes, and an estimate of the work (one unit per AST node, each
-//! comprehension counted as [`ASSUMED_LIST_SIZE`] iterations of its body unless it ranges over a
-//! list literal) must stay within [`COST_LIMIT`]. Since comprehensions are CEL's only loops, a
-//! program that passes runs in time bounded by that estimate for clusters with at most
-//! [`ASSUMED_LIST_SIZE`] labels or claims. An expression over the limit is a misconfiguration the
-//! user sees in `PlacementMisconfigured`, rather than a controller stuck evaluating it.
+//! tracking, so Flotilla bounds cost twice:
+//!
+//! - before running anything: the source is at most [`MAX_EXPRESSION_LENGTH`] bytes, and an
+//!   estimate of the work (one unit per AST node, each comprehension counted as
+//!   [`ASSUMED_LIST_SIZE`] iterations of its body unless it ranges over a list literal or
+//!   `lists.range(<literal>)`) must stay within [`COST_LIMIT`]; over it, the expression is a
+//!   misconfiguration the user sees in `PlacementMisconfigured`.
+//! - while running: comprehensions are CEL's only loops, and the estimate cannot know how long
+//!   a list built at run time is (`lists.range(n)` with a computed `n`, agent-written claims).
+//!   So each compiled program is rewritten to report every iteration, and every element a
+//!   `map`/`filter` produces (by its size), to a [`Meter`] (functions whose `@` names CEL source
+//!   cannot call). One expression on one cluster may spend [`COST_LIMIT`]: past it that cluster
+//!   does not match (as an evaluation error in OCM) and the decision event says why. A whole
+//!   placement's evaluation may take [`EVALUATION_DEADLINE`]: past it the placement is
+//!   misconfigured until its spec changes, so a hostile expression costs the scheduler that
+//!   much once per generation, never more.
+//!
+//! ```text
+//!  source ─compile─▶ estimate ≤ COST_LIMIT ─▶ rewrite: loop_cond := @within() && loop_cond
+//!                                                      map/filter items := @step(item)
+//!                                                      filter guard := @step_bool(guard)
+//!                                             ─▶ run with a Meter: per call ≤ COST_LIMIT,
+//!                                                per placement ≤ EVALUATION_DEADLINE
+//! ```
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::{
+    Arc, LazyLock,
+    atomic::{AtomicBool, AtomicU64, Ordering},
+};
+use std::time::{Duration, Instant};
 
 use cel::{
     Context, Env, ExecutionError, Program, Value,
     common::{
-        ast::{EntryExpr, Expr},
+        ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue, operators},
         value::Val,
     },
     extractors::This,
@@ -35,6 +56,13 @@ pub const MAX_EXPRESSION_LENGTH: usize = 10 * 1024;
 pub const COST_LIMIT: u64 = 1_000_000;
 /// Iterations assumed for a comprehension over a list or map that is not a literal.
 pub const ASSUMED_LIST_SIZE: u64 = 256;
+/// Longest evaluation of one placement's expressions over all its clusters.
+pub const EVALUATION_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Names of the metering functions; `@` keeps CEL source from calling them.
+const WITHIN: &str = "@flotilla_within";
+const STEP: &str = "@flotilla_step";
+const STEP_BOOL: &str = "@flotilla_step_bool";
 
 /// Why an expression is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -50,11 +78,12 @@ pub enum CelError {
     TooCostly(u64),
 }
 
-/// A compiled expression.
+/// A compiled expression: the program as written and its metered form, which is what runs.
 #[derive(Debug)]
 pub struct CelProgram {
     source: String,
     program: Program,
+    metered: IdedExpr,
 }
 
 impl CelProgram {
@@ -89,10 +118,121 @@ pub fn compile(source: &str) -> Result<CelProgram, CelError> {
     if cost > COST_LIMIT {
         return Err(CelError::TooCostly(cost));
     }
+    let mut metered = program.expression().clone();
+    meter(&mut metered);
     Ok(CelProgram {
         source: source.to_owned(),
         program,
+        metered,
     })
+}
+
+/// Rewrites `expr` so that every comprehension reports its iterations to the meter (see the
+/// module docs).
+fn meter(expr: &mut IdedExpr) {
+    match &mut expr.expr {
+        Expr::Call(call) => {
+            call.args.iter_mut().for_each(meter);
+            if let Some(target) = &mut call.target {
+                meter(target);
+            }
+        }
+        Expr::Select(select) => meter(&mut select.operand),
+        Expr::List(list) => list.elements.iter_mut().for_each(meter),
+        Expr::Map(map) => map.entries.iter_mut().for_each(|e| meter_entry(&mut e.expr)),
+        Expr::Struct(s) => s.entries.iter_mut().for_each(|e| meter_entry(&mut e.expr)),
+        Expr::Comprehension(c) => {
+            for part in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                meter(part);
+            }
+            meter_loop(c);
+        }
+        Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => {}
+    }
+}
+
+fn meter_entry(entry: &mut EntryExpr) {
+    match entry {
+        EntryExpr::StructField(f) => meter(&mut f.value),
+        EntryExpr::MapEntry(e) => {
+            meter(&mut e.key);
+            meter(&mut e.value);
+        }
+    }
+}
+
+fn call(function: &str, args: Vec<IdedExpr>) -> IdedExpr {
+    IdedExpr {
+        id: 0,
+        expr: Expr::Call(CallExpr {
+            func_name: function.to_owned(),
+            target: None,
+            args,
+        }),
+    }
+}
+
+fn wrap(function: &str, expr: &mut IdedExpr) {
+    let inner = std::mem::take(expr);
+    *expr = call(function, vec![inner]);
+}
+
+/// Meters one comprehension's iterations, keeping the shape the interpreter builds `map` and
+/// `filter` results in place for (a literal loop condition, `@result + [item]` steps).
+fn meter_loop(c: &mut ComprehensionExpr) {
+    if !matches!(c.loop_cond.expr, Expr::Literal(_)) {
+        // all(), exists(): stop at the first iteration past the budget.
+        let condition = std::mem::take(&mut c.loop_cond);
+        c.loop_cond = call(operators::LOGICAL_AND, vec![call(WITHIN, Vec::new()), condition]);
+        return;
+    }
+    if matches!(&c.loop_cond.expr, Expr::Literal(LiteralValue::Boolean(b)) if !*b.inner()) {
+        return; // never iterates (cel.bind)
+    }
+    let accu = c.accu_var.clone();
+    let is_accu = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(name) if *name == accu);
+    let appended = |step: &mut IdedExpr| -> bool {
+        let Expr::Call(add) = &mut step.expr else {
+            return false;
+        };
+        if add.func_name != operators::ADD
+            || add.target.is_some()
+            || add.args.len() != 2
+            || !is_accu(&add.args[0])
+        {
+            return false;
+        }
+        let Expr::List(items) = &mut add.args[1].expr else {
+            return false;
+        };
+        items.elements.iter_mut().for_each(|e| wrap(STEP, e));
+        true
+    };
+    let metered = match &mut c.loop_step.expr {
+        Expr::Call(conditional)
+            if conditional.func_name == operators::CONDITIONAL
+                && conditional.args.len() == 3
+                && is_accu(&conditional.args[2]) =>
+        {
+            let (guard, rest) = conditional.args.split_at_mut(1);
+            if appended(&mut rest[0]) {
+                wrap(STEP_BOOL, &mut guard[0]);
+                true
+            } else {
+                false
+            }
+        }
+        _ => appended(&mut c.loop_step),
+    };
+    if !metered {
+        wrap(STEP, &mut c.loop_step);
+    }
 }
 
 /// The estimated cost of an expression (see the module documentation), saturating.
@@ -124,7 +264,7 @@ pub fn estimate(expr: &Expr) -> u64 {
         Expr::Comprehension(c) => {
             let iterations = match &c.iter_range.expr {
                 Expr::List(list) => list.elements.len() as u64,
-                _ => ASSUMED_LIST_SIZE,
+                range => literal_range(range).unwrap_or(ASSUMED_LIST_SIZE),
             };
             let body = estimate(&c.loop_cond.expr).saturating_add(estimate(&c.loop_step.expr));
             estimate(&c.iter_range.expr)
@@ -132,6 +272,26 @@ pub fn estimate(expr: &Expr) -> u64 {
                 .saturating_add(estimate(&c.result.expr))
                 .saturating_add(iterations.saturating_mul(body))
         }
+    }
+}
+
+/// `n` of `lists.range(n)` with a literal `n`.
+fn literal_range(expr: &Expr) -> Option<u64> {
+    let Expr::Call(call) = expr else { return None };
+    let named_range = match &call.target {
+        Some(target) => {
+            call.func_name == "range" && matches!(&target.expr, Expr::Ident(lists) if lists == "lists")
+        }
+        None => call.func_name == "lists.range",
+    };
+    match call.args.as_slice() {
+        [
+            IdedExpr {
+                expr: Expr::Literal(LiteralValue::Int(n)),
+                ..
+            },
+        ] if named_range => u64::try_from(*n.inner()).ok(),
+        _ => None,
     }
 }
 
@@ -173,15 +333,105 @@ pub fn cluster_value(cluster: &ManagedCluster) -> Option<Value> {
     cel::to_value(json).ok()
 }
 
+/// The work of one placement's evaluation: steps of the expression running now (against
+/// [`COST_LIMIT`]) and the deadline of all of them.
+#[derive(Debug)]
+pub struct Meter {
+    deadline: Instant,
+    steps: AtomicU64,
+    total: AtomicU64,
+    over_cost: AtomicBool,
+    past_deadline: AtomicBool,
+}
+
+/// How an evaluation ran over its budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overrun {
+    /// One expression on one cluster spent more than [`COST_LIMIT`].
+    Cost,
+    /// The placement's evaluation took longer than its deadline.
+    Deadline,
+}
+
+impl Meter {
+    /// A meter whose deadline is `allowed` from now.
+    pub fn new(allowed: Duration) -> Self {
+        Self {
+            deadline: Instant::now() + allowed,
+            steps: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            over_cost: AtomicBool::new(false),
+            past_deadline: AtomicBool::new(false),
+        }
+    }
+
+    /// Counts `cost` units; false once over a limit.
+    fn charge(&self, cost: u64) -> bool {
+        let steps = self.steps.fetch_add(cost, Ordering::Relaxed).saturating_add(cost);
+        if steps > COST_LIMIT {
+            self.over_cost.store(true, Ordering::Relaxed);
+        }
+        // Reading the clock at every step would cost more than the step.
+        let total = self.total.fetch_add(1, Ordering::Relaxed);
+        if total.is_multiple_of(256) && Instant::now() > self.deadline {
+            self.past_deadline.store(true, Ordering::Relaxed);
+        }
+        !self.over()
+    }
+
+    fn over(&self) -> bool {
+        self.over_cost.load(Ordering::Relaxed) || self.past_deadline.load(Ordering::Relaxed)
+    }
+
+    /// Starts one expression's count.
+    fn start(&self) {
+        self.steps.store(0, Ordering::Relaxed);
+        self.over_cost.store(false, Ordering::Relaxed);
+    }
+
+    /// How the last expression ran over, if it did.
+    pub fn overrun(&self) -> Option<Overrun> {
+        if self.past_deadline.load(Ordering::Relaxed) || Instant::now() > self.deadline {
+            Some(Overrun::Deadline)
+        } else if self.over_cost.load(Ordering::Relaxed) {
+            Some(Overrun::Cost)
+        } else {
+            None
+        }
+    }
+}
+
+/// The units an element a comprehension produces costs: one, plus its length.
+fn size_of(value: &Value) -> u64 {
+    let length = match value {
+        Value::List(list) => list.len(),
+        Value::Map(map) => map.map.len(),
+        Value::String(text) => text.len(),
+        Value::Bytes(bytes) => bytes.len(),
+        _ => 0,
+    };
+    1 + length as u64
+}
+
+fn over_budget(function: &str) -> ExecutionError {
+    ExecutionError::function_error(function, "the expression ran over its evaluation budget")
+}
+
 /// Whether every program yields `true` for the cluster (`managedCluster` = `cluster`); an error
-/// or a non-boolean result is `false`, as in OCM.
-pub fn all_true(programs: &[CelProgram], cluster: &Value, scores: &Arc<ScoreLists>) -> bool {
+/// or a non-boolean result is `false`, as in OCM. Every step is charged to `meter`; an
+/// expression that runs over it ends there with the [`Overrun`].
+pub fn all_true(
+    programs: &[CelProgram],
+    cluster: &Value,
+    scores: &Arc<ScoreLists>,
+    meter: &Arc<Meter>,
+) -> Result<bool, Overrun> {
     if programs.is_empty() {
-        return true;
+        return Ok(true);
     }
     let mut context = Context::with_env(Arc::clone(&ENV));
     let Ok(variable) = Box::<dyn Val>::try_from(cluster.clone()) else {
-        return false;
+        return Ok(false);
     };
     context.add_variable_as_val("managedCluster", variable);
     let lists = Arc::clone(scores);
@@ -200,12 +450,46 @@ pub fn all_true(programs: &[CelProgram], cluster: &Value, scores: &Arc<ScoreList
             cel::to_value(items).map_err(|e| ExecutionError::function_error("scores", e.to_string()))
         },
     );
-    if declared.is_err() || kubernetes::declare(&mut context).is_err() {
-        return false;
+    if declared.is_err()
+        || kubernetes::declare(&mut context).is_err()
+        || declare_meter(&mut context, meter).is_err()
+    {
+        return Ok(false);
     }
-    programs
-        .iter()
-        .all(|p| matches!(p.program.execute(&context), Ok(Value::Bool(true))))
+    for program in programs {
+        meter.start();
+        let result = Value::resolve(&program.metered, &context);
+        if let Some(overrun) = meter.overrun() {
+            return Err(overrun);
+        }
+        if !matches!(result, Ok(Value::Bool(true))) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The functions the metered programs call.
+fn declare_meter(context: &mut Context<'_, '_>, meter: &Arc<Meter>) -> Result<(), cel::DeclarationError> {
+    let within = Arc::clone(meter);
+    context.add_function(WITHIN, move || within.charge(1))?;
+    let step = Arc::clone(meter);
+    context.add_function(STEP, move |item: Value| -> Result<Value, ExecutionError> {
+        if step.charge(size_of(&item)) {
+            Ok(item)
+        } else {
+            Err(over_budget(STEP))
+        }
+    })?;
+    let guard = Arc::clone(meter);
+    context.add_function(STEP_BOOL, move |keep: bool| -> Result<bool, ExecutionError> {
+        if guard.charge(1) {
+            Ok(keep)
+        } else {
+            Err(over_budget(STEP_BOOL))
+        }
+    })?;
+    Ok(())
 }
 
 /// Kubernetes' CEL semver and quantity libraries, which OCM's environment includes and the
@@ -359,7 +643,8 @@ mod tests {
             .claim("platform.open-cluster-management.io", "AWS")
             .build();
         let program = compile(expr).unwrap();
-        all_true(&[program], &cluster_value(&c).unwrap(), &Arc::new(scores))
+        let meter = Arc::new(Meter::new(EVALUATION_DEADLINE));
+        all_true(&[program], &cluster_value(&c).unwrap(), &Arc::new(scores), &meter).unwrap()
     }
 
     #[rstest]
@@ -415,6 +700,71 @@ mod tests {
     )]
     fn bad_expressions_are_refused_at_compile_time(#[case] expr: &str) {
         assert!(compile(expr).is_err());
+    }
+
+    /// Runs `expr` on cluster `c1` with a fresh meter allowing `deadline`.
+    fn metered(expr: &str, deadline: Duration) -> Result<bool, Overrun> {
+        let c = cluster("c1").build();
+        let meter = Arc::new(Meter::new(deadline));
+        all_true(
+            &[compile(expr).unwrap()],
+            &cluster_value(&c).unwrap(),
+            &Arc::new(ScoreLists::new()),
+            &meter,
+        )
+    }
+
+    #[test]
+    fn nested_ranges_of_literal_size_are_refused_at_compile_time() {
+        let refused = compile("lists.range(1000000).all(i, lists.range(1000000).all(j, true))").unwrap_err();
+        assert!(
+            matches!(refused, CelError::TooCostly(cost) if cost > 1_000_000_000_000),
+            "{refused:?}"
+        );
+    }
+
+    /// `size(name)` is 2 for `c1`: ranges the estimate cannot size, of 200 000 and 1 000 000.
+    #[rstest]
+    #[case::nested_all(
+        "lists.range(size(managedCluster.metadata.name) * 100000).all(i, \
+         lists.range(size(managedCluster.metadata.name) * 100000).all(j, true))"
+    )]
+    #[case::nested_exists(
+        "lists.range(size(managedCluster.metadata.name) * 100000).exists(i, \
+         lists.range(size(managedCluster.metadata.name) * 100000).exists(j, false))"
+    )]
+    #[case::map_of_big_lists(
+        "lists.range(size(managedCluster.metadata.name) * 500000).map(i, \
+         lists.range(size(managedCluster.metadata.name) * 500000)).size() > 0"
+    )]
+    #[case::filter(
+        "lists.range(size(managedCluster.metadata.name) * 500000).filter(i, \
+         lists.range(size(managedCluster.metadata.name) * 500000).exists(j, j < 0)).size() > 0"
+    )]
+    fn expressions_the_estimate_cannot_size_stop_at_their_cost_limit(#[case] expr: &str) {
+        assert!(compile(expr).is_ok(), "the estimate lets it through");
+        assert_eq!(metered(expr, EVALUATION_DEADLINE), Err(Overrun::Cost));
+    }
+
+    #[test]
+    fn an_evaluation_past_its_deadline_stops() {
+        assert_eq!(
+            metered(
+                "lists.range(size(managedCluster.metadata.name)).all(i, true)",
+                Duration::ZERO
+            ),
+            Err(Overrun::Deadline)
+        );
+    }
+
+    #[rstest]
+    #[case::map("[1, 2, 3].map(x, x * 2) == [2, 4, 6]")]
+    #[case::filter("[1, 2, 3, 4].filter(x, x % 2 == 0) == [2, 4]")]
+    #[case::exists_one("[1, 2, 3].exists_one(x, x > 2)")]
+    #[case::all("lists.range(100).all(x, x < 100)")]
+    #[case::sort_by("[3, 1, 2].sortBy(x, x) == [1, 2, 3]")]
+    fn metered_comprehensions_mean_what_they_did(#[case] expr: &str) {
+        assert_eq!(metered(expr, EVALUATION_DEADLINE), Ok(true));
     }
 
     #[test]

@@ -205,7 +205,11 @@ fn filter_and_score(
             .predicates
             .as_ref()
             .map_err(|e| Misconfiguration::new("Predicate", e.clone()))?;
-        feasible = predicates.filter(&feasible, inputs.scores);
+        let filtered = predicates
+            .filter(&feasible, inputs.scores)
+            .map_err(|e| Misconfiguration::new("Predicate", e))?;
+        warnings.extend(filtered.warnings);
+        feasible = filtered.clusters;
     }
     // Taints: tolerations are validated only when some cluster is left, as OCM does.
     if !feasible.is_empty() {

@@ -90,19 +90,21 @@ pub(super) async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> R
 
     // Decide.
     let compiled = ctx.compiled(&placement);
-    let outcome = schedule(
-        &Inputs {
-            placement: &placement,
-            clusters: &cluster_refs,
-            cluster_sets: &set_refs,
-            bindings: &binding_refs,
-            scores: &scores,
-            existing: &existing,
-            other_decisions: &others,
-            now,
-        },
-        &compiled,
-    );
+    let outcome = off_the_async_workers(|| {
+        schedule(
+            &Inputs {
+                placement: &placement,
+                clusters: &cluster_refs,
+                cluster_sets: &set_refs,
+                bindings: &binding_refs,
+                scores: &scores,
+                existing: &existing,
+                other_decisions: &others,
+                now,
+            },
+            &compiled,
+        )
+    });
     let (pages, group_status) = flotilla_core::placement::decisions::pages(&name, &outcome.groups);
 
     // Apply: decisions first, so that status never names a decision that does not exist.
@@ -297,5 +299,15 @@ fn record_scores(ctx: &Context, placement: &Placement, outcome: &Schedule) {
                 secondary: None,
             },
         );
+    }
+}
+
+/// Runs `work` (CPU-bound for up to its CEL deadline) so that the runtime moves this worker's
+/// other tasks (lease renewal among them) elsewhere meanwhile; where the runtime has one
+/// thread (tests), in place.
+fn off_the_async_workers<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::current().runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
+        _ => work(),
     }
 }
