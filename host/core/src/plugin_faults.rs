@@ -15,10 +15,16 @@
 //!                                        base × 2^(level−1), at most the maximum
 //! ```
 //!
+//! A call made for a cluster is booked twice. The cluster's own streak quarantines that
+//! cluster's calls by the rule above. The revision's streak counts the distinct clusters whose
+//! calls failed since the revision last answered, not their calls: a managed cluster's data
+//! (claims, labels, status) that makes the plugin fault quarantines the plugin for that cluster
+//! only, while a revision that faults across `threshold` clusters is quarantined for all.
+//!
 //! A new revision starts with an empty book, which is how a new revision lifts a quarantine; the
 //! end of the backoff lifts it by time, after which one call is let through on probation.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, SystemTime};
 
 /// How faults are counted and when a revision is quarantined.
@@ -113,14 +119,17 @@ pub enum CallOutcome {
 }
 
 /// Whether a call may run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Admission {
     /// Run it.
     Call,
-    /// The revision is quarantined until the given time: answer the fail-safe result.
+    /// The revision, or its calls for this cluster, are quarantined until the given time:
+    /// answer the fail-safe result.
     Refuse {
         /// End of the quarantine.
         until: SystemTime,
+        /// The cluster whose calls are quarantined; `None` when the whole revision is.
+        cluster: Option<String>,
     },
 }
 
@@ -159,58 +168,117 @@ impl FaultSummary {
     }
 }
 
+/// A run of failed calls and the quarantine it led to.
+#[derive(Clone, Debug, Default)]
+struct Streak {
+    consecutive: u32,
+    /// Quarantines since the last answered call (the backoff level).
+    quarantines: u32,
+    /// End of the latest quarantine; in the past means "on probation".
+    until: Option<SystemTime>,
+}
+
+impl Streak {
+    fn in_force(&self, now: SystemTime) -> Option<SystemTime> {
+        self.until.filter(|until| now < *until)
+    }
+
+    /// A failed call, after which the streak is `consecutive` long.
+    fn failed(&mut self, policy: &FaultPolicy, now: SystemTime, consecutive: u32) {
+        self.consecutive = consecutive;
+        let on_probation = self.until.is_some_and(|until| until <= now);
+        if self.in_force(now).is_none() && (on_probation || self.consecutive >= policy.threshold) {
+            self.quarantines = self.quarantines.saturating_add(1);
+            self.until = Some(now + quarantine_length(policy, self.quarantines));
+        }
+    }
+
+    fn answered(&mut self) -> bool {
+        let changed = self.consecutive != 0 || self.quarantines != 0 || self.until.is_some();
+        *self = Self::default();
+        changed
+    }
+}
+
 /// The fault record of one plugin revision.
 #[derive(Clone, Debug, Default)]
 pub struct FaultBook {
     /// (time, hook, kind) of recent faults, oldest first.
     events: VecDeque<(SystemTime, &'static str, &'static str)>,
     last: Option<Fault>,
-    consecutive: u32,
-    /// Quarantines since the last answered call (the backoff level).
-    quarantines: u32,
-    /// End of the latest quarantine; in the past means "on probation".
-    quarantined_until: Option<SystemTime>,
+    revision: Streak,
+    /// Clusters whose calls failed since the revision last answered: the revision's streak.
+    failing: BTreeSet<String>,
+    /// Streaks of the clusters whose calls are failing; a cluster leaves at its next answer,
+    /// so this holds no more clusters than are faulting.
+    clusters: BTreeMap<String, Streak>,
 }
 
 impl FaultBook {
-    /// Whether a call starting at `now` may run.
+    /// Whether a call of the revision as a whole (no cluster: `describe`) may run at `now`.
     pub fn admit(&self, now: SystemTime) -> Admission {
-        match self.quarantined_until {
-            Some(until) if now < until => Admission::Refuse { until },
-            _ => Admission::Call,
+        self.admit_for(now, None)
+    }
+
+    /// Whether a call for `cluster` may run at `now`.
+    pub fn admit_for(&self, now: SystemTime, cluster: Option<&str>) -> Admission {
+        if let Some(until) = self.revision.in_force(now) {
+            return Admission::Refuse { until, cluster: None };
+        }
+        match cluster.and_then(|c| Some((c, self.clusters.get(c)?.in_force(now)?))) {
+            Some((cluster, until)) => Admission::Refuse {
+                until,
+                cluster: Some(cluster.to_owned()),
+            },
+            None => Admission::Call,
         }
     }
 
-    /// Records how a call ended. Returns whether the summary changed (an answered call on a
-    /// clean book changes nothing, so it needs no status write).
+    /// Records how a call of the revision as a whole ended ([`FaultBook::record_for`]).
     pub fn record(&mut self, policy: &FaultPolicy, now: SystemTime, outcome: CallOutcome) -> bool {
+        self.record_for(policy, now, None, outcome)
+    }
+
+    /// Records how a call for `cluster` ended. Returns whether the summary changed (an
+    /// answered call on a clean book changes nothing, so it needs no status write).
+    pub fn record_for(
+        &mut self,
+        policy: &FaultPolicy,
+        now: SystemTime,
+        cluster: Option<&str>,
+        outcome: CallOutcome,
+    ) -> bool {
         match outcome {
-            CallOutcome::Answered => self.answered(),
+            CallOutcome::Answered => self.answered(cluster),
             CallOutcome::AnsweredWithFault { hook, kind, message } => {
                 self.push(policy, now, hook, kind, message);
-                self.answered();
+                self.answered(cluster);
                 true
             }
             CallOutcome::Failed { hook, kind, message } => {
                 self.push(policy, now, hook, kind, message);
-                self.consecutive = self.consecutive.saturating_add(1);
-                let on_probation = self.quarantined_until.is_some_and(|until| until <= now);
-                let in_force = self.quarantined_until.is_some_and(|until| until > now);
-                if !in_force && (on_probation || self.consecutive >= policy.threshold) {
-                    self.quarantines = self.quarantines.saturating_add(1);
-                    self.quarantined_until = Some(now + quarantine_length(policy, self.quarantines));
-                }
+                let length = match cluster {
+                    Some(cluster) => {
+                        let streak = self.clusters.entry(cluster.to_owned()).or_default();
+                        let consecutive = streak.consecutive.saturating_add(1);
+                        streak.failed(policy, now, consecutive);
+                        self.failing.insert(cluster.to_owned());
+                        u32::try_from(self.failing.len()).unwrap_or(u32::MAX)
+                    }
+                    None => self.revision.consecutive.saturating_add(1),
+                };
+                self.revision.failed(policy, now, length);
                 true
             }
         }
     }
 
-    fn answered(&mut self) -> bool {
-        let changed = self.consecutive != 0 || self.quarantines != 0 || self.quarantined_until.is_some();
-        self.consecutive = 0;
-        self.quarantines = 0;
-        self.quarantined_until = None;
-        changed
+    fn answered(&mut self, cluster: Option<&str>) -> bool {
+        let cluster_changed = cluster
+            .and_then(|c| self.clusters.remove(c))
+            .is_some_and(|mut streak| streak.answered());
+        self.failing.clear();
+        self.revision.answered() || cluster_changed
     }
 
     fn push(
@@ -242,7 +310,7 @@ impl FaultBook {
             *counts.entry((hook, kind)).or_default() += 1;
             oldest = Some(oldest.map_or(*at, |o| o.min(*at)));
         }
-        let quarantined_until = self.quarantined_until.filter(|until| *until > now);
+        let quarantined_until = self.revision.in_force(now);
         let leaves_window = oldest.map(|at| at + policy.window);
         let next_change = match (leaves_window, quarantined_until) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -254,9 +322,9 @@ impl FaultBook {
                 .map(|((hook, kind), count)| FaultCount { hook, kind, count })
                 .collect(),
             last: self.last.clone(),
-            consecutive: self.consecutive,
+            consecutive: self.revision.consecutive,
             quarantined_until,
-            quarantines: self.quarantines,
+            quarantines: self.revision.quarantines,
             next_change,
         }
     }
@@ -360,8 +428,20 @@ mod tests {
         for i in 0..3 {
             book.record(&p, t(i), failed("timeout"));
         }
-        assert_eq!(book.admit(t(3)), Admission::Refuse { until: t(12) });
-        assert_eq!(book.admit(t(11)), Admission::Refuse { until: t(12) });
+        assert_eq!(
+            book.admit(t(3)),
+            Admission::Refuse {
+                until: t(12),
+                cluster: None
+            }
+        );
+        assert_eq!(
+            book.admit(t(11)),
+            Admission::Refuse {
+                until: t(12),
+                cluster: None
+            }
+        );
         assert_eq!(
             book.admit(t(12)),
             Admission::Call,
@@ -381,11 +461,20 @@ mod tests {
         }
         // Quarantined until 12; the first call after it faults again.
         book.record(&p, t(13), failed("memory"));
-        assert_eq!(book.admit(t(14)), Admission::Refuse { until: t(33) });
+        assert_eq!(
+            book.admit(t(14)),
+            Admission::Refuse {
+                until: t(33),
+                cluster: None
+            }
+        );
         book.record(&p, t(33), failed("memory"));
         assert_eq!(
             book.admit(t(34)),
-            Admission::Refuse { until: t(68) },
+            Admission::Refuse {
+                until: t(68),
+                cluster: None
+            },
             "capped at 35 s"
         );
         assert_eq!(book.summary(&p, t(34)).quarantines, 3);
@@ -452,5 +541,55 @@ mod tests {
             book.record(&p, t(i), failed("trap"));
         }
         assert_eq!(book.summary(&p, t(50)).counts[0].count, 4);
+    }
+
+    #[test]
+    fn one_clusters_faults_quarantine_its_calls_only() {
+        let (p, mut book) = (policy(), FaultBook::default());
+        for i in 0..10 {
+            book.record_for(&p, t(i), Some("poison"), failed("trap"));
+            // The other clusters keep answering in between, or not: neither lets one cluster
+            // quarantine the revision.
+        }
+        assert_eq!(
+            book.admit_for(t(10), Some("poison")),
+            Admission::Refuse {
+                until: t(12),
+                cluster: Some("poison".into())
+            }
+        );
+        assert_eq!(book.admit_for(t(10), Some("healthy")), Admission::Call);
+        assert_eq!(book.admit(t(10)), Admission::Call);
+        let s = book.summary(&p, t(10));
+        assert_eq!((s.consecutive, s.quarantined_until), (1, None));
+        assert_eq!(s.counts[0].count, 10, "every fault is still counted");
+    }
+
+    #[test]
+    fn faults_across_threshold_clusters_quarantine_the_revision() {
+        let (p, mut book) = (policy(), FaultBook::default());
+        for (i, cluster) in ["c1", "c2", "c3"].into_iter().enumerate() {
+            book.record_for(&p, t(i as u64), Some(cluster), failed("trap"));
+        }
+        assert_eq!(
+            book.admit_for(t(3), Some("c4")),
+            Admission::Refuse {
+                until: t(12),
+                cluster: None
+            }
+        );
+    }
+
+    #[test]
+    fn an_answer_clears_the_revisions_streak_and_forgets_that_cluster() {
+        let (p, mut book) = (policy(), FaultBook::default());
+        book.record_for(&p, t(0), Some("c1"), failed("trap"));
+        book.record_for(&p, t(1), Some("c2"), failed("trap"));
+        assert!(book.record_for(&p, t(2), Some("c2"), CallOutcome::Answered));
+        assert_eq!(book.clusters.keys().collect::<Vec<_>>(), ["c1"]);
+        // Two distinct clusters again, not three: the streak started over.
+        book.record_for(&p, t(3), Some("c3"), failed("trap"));
+        book.record_for(&p, t(4), Some("c1"), failed("trap"));
+        assert_eq!(book.admit_for(t(5), Some("c9")), Admission::Call);
     }
 }

@@ -82,11 +82,13 @@ pub enum Error {
     /// The revision is quarantined after repeated faults: the call was not made and the hook's
     /// fail-safe result applies.
     #[error(
-        "{hook} not called: the plugin is quarantined until {until} after repeated faults (last: {last})"
+        "{hook} not called: the plugin is quarantined{scope} until {until} after repeated faults (last: {last})"
     )]
     Quarantined {
         /// The hook.
         hook: Hook,
+        /// ` for cluster <name>` when only that cluster's calls are quarantined, else empty.
+        scope: String,
         /// End of the quarantine (RFC 3339).
         until: String,
         /// The last fault, for people.

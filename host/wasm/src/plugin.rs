@@ -97,13 +97,18 @@ impl Caller {
     pub(crate) async fn call<R, T>(
         &self,
         hook: Hook,
+        cluster: Option<&str>,
         f: impl AsyncFnOnce(&AddonPlugin, &mut Store<CallState>) -> wasmtime::Result<R>,
         check: impl FnOnce(R) -> Result<T>,
     ) -> Result<T> {
         let rt = &self.runtime;
         let started = Instant::now();
-        let admission = self.book().admit(SystemTime::now());
-        if let Admission::Refuse { until } = admission {
+        let admission = self.book().admit_for(SystemTime::now(), cluster);
+        if let Admission::Refuse {
+            until,
+            cluster: quarantined,
+        } = admission
+        {
             let last = self
                 .book()
                 .summary(&rt.config.faults, SystemTime::now())
@@ -111,6 +116,7 @@ impl Caller {
                 .map_or_else(String::new, |f| format!("{} {}: {}", f.hook, f.kind, f.message));
             let error = Error::Quarantined {
                 hook,
+                scope: quarantined.map_or_else(String::new, |c| format!(" for cluster {c}")),
                 until: rfc3339(until),
                 last,
             };
@@ -180,7 +186,7 @@ impl Caller {
             Ok(Ok(answer)) => check(answer),
         };
         drop(store);
-        self.record(hook, &result, flood);
+        self.record(hook, cluster, &result, flood);
 
         rt.metrics
             .observe_call(&self.addon, hook, started.elapsed().as_secs_f64());
@@ -198,7 +204,7 @@ impl Caller {
     /// Records how a call ended in this revision's fault book, and tells the controller when
     /// the summary changed. `describe` runs at load, before the revision serves: its faults
     /// refuse the revision instead.
-    fn record<T>(&self, hook: Hook, result: &Result<T>, flood: Option<String>) {
+    fn record<T>(&self, hook: Hook, cluster: Option<&str>, result: &Result<T>, flood: Option<String>) {
         if hook == Hook::Describe {
             return;
         }
@@ -228,9 +234,9 @@ impl Caller {
                 None => CallOutcome::Answered,
             },
         };
-        let changed = self
-            .book()
-            .record(&self.runtime.config.faults, SystemTime::now(), outcome);
+        let changed =
+            self.book()
+                .record_for(&self.runtime.config.faults, SystemTime::now(), cluster, outcome);
         if changed {
             // No subscriber (no controller) is fine.
             let _ = self.runtime.fault_events.send(self.addon.clone());
@@ -397,6 +403,7 @@ impl Plugin {
         self.caller
             .call(
                 hook,
+                Some(&cluster.name),
                 async |p: &AddonPlugin, store| {
                     p.flotilla_addon_hooks()
                         .call_manifests(store, cluster, addon, configs)
@@ -416,6 +423,7 @@ impl Plugin {
         self.caller
             .call(
                 hook,
+                Some(&cluster.name),
                 async |p: &AddonPlugin, store| {
                     p.flotilla_addon_hooks()
                         .call_hub_permissions(store, cluster, addon)
@@ -439,6 +447,7 @@ impl Plugin {
         self.caller
             .call(
                 hook,
+                Some(&cluster.name),
                 async |p: &AddonPlugin, store| {
                     p.flotilla_addon_hooks()
                         .call_approve_csr(store, cluster, addon, csr)
@@ -473,6 +482,7 @@ impl Plugin {
         self.caller
             .call(
                 hook,
+                Some(&cluster.name),
                 async |p: &AddonPlugin, store| {
                     p.flotilla_addon_hooks()
                         .call_probe_health(store, cluster, addon, fields)

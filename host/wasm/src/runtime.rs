@@ -354,6 +354,7 @@ impl Runtime {
         let options = caller
             .call(
                 Hook::Describe,
+                None,
                 async |plugin: &AddonPlugin, store| plugin.flotilla_addon_hooks().call_describe(store).await,
                 |options| {
                     let size = serde_json::to_vec(&options).map_or(usize::MAX, |v| v.len());

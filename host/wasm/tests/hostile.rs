@@ -228,6 +228,57 @@ async fn a_trap_never_poisons_the_next_call_on_the_same_revision() {
     }
 }
 
+/// A cluster whose data makes the plugin fault (the trap plugin panics in `manifests` for any
+/// cluster but `answers`) gets its own calls quarantined; the plugin keeps serving the others.
+/// Faults on as many clusters as the threshold still quarantine the revision.
+#[tokio::test]
+async fn one_clusters_faults_quarantine_the_plugin_for_that_cluster_only() {
+    let runtime = Runtime::new(RuntimeConfig {
+        faults: flotilla_wasm::FaultPolicy {
+            threshold: 3,
+            ..flotilla_wasm::FaultPolicy::default()
+        },
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let limits = hostile_limits();
+    let plugin = load_into(&runtime, "trap", plugins::HOSTILE_TRAP, limits).await;
+    let (poison, answering, a) = (cluster("poison"), cluster("answers"), addon("trap"));
+    let bound = hang_bound(&limits);
+    for round in 0..3 {
+        let err = ends_within(bound, plugin.manifests(&poison, &a, &[]))
+            .await
+            .unwrap_err();
+        assert_eq!(err.fault(), Fault::Trap, "round {round}: {err}");
+    }
+    let err = plugin.manifests(&poison, &a, &[]).await.unwrap_err();
+    assert_eq!(err.fault(), Fault::Quarantined, "{err}");
+    assert!(
+        err.to_string().contains("quarantined for cluster poison"),
+        "{err}"
+    );
+    let objects = ends_within(bound, plugin.manifests(&answering, &a, &[]))
+        .await
+        .expect("the other clusters are still served");
+    assert_eq!(objects[0]["metadata"]["name"], "answered");
+    assert!(
+        plugin.faults().quarantined_until.is_none(),
+        "the revision is not quarantined"
+    );
+
+    // Faults on three clusters in a row (no answer in between): the revision is quarantined
+    // for all.
+    for name in ["poison-2", "poison-3", "poison-4"] {
+        let err = ends_within(bound, plugin.manifests(&cluster(name), &a, &[]))
+            .await
+            .unwrap_err();
+        assert_eq!(err.fault(), Fault::Trap, "{name}: {err}");
+    }
+    let err = plugin.manifests(&answering, &a, &[]).await.unwrap_err();
+    assert_eq!(err.fault(), Fault::Quarantined, "{err}");
+    assert!(plugin.faults().quarantined_until.is_some());
+}
+
 #[tokio::test]
 async fn the_epoch_deadline_alone_interrupts_a_loop_with_the_wall_clock_backstop_an_hour_away() {
     let runtime = runtime_with(Interruption {
