@@ -117,6 +117,16 @@ pub enum Error {
         limit: usize,
     },
 
+    /// Lifting the hook's result (or the guest's call to the host) would have copied more than
+    /// the call's budget out of guest memory; the host stopped before copying it.
+    #[error("{hook} output too large: lifting it would copy more than {budget} bytes out of the guest")]
+    OutputNotLifted {
+        /// The hook.
+        hook: Hook,
+        /// [`crate::Limits::lift_budget_bytes`].
+        budget: usize,
+    },
+
     /// The guest trapped: panic, `unreachable`, out-of-bounds access, stack overflow, or a trap
     /// raised by a host function.
     #[error("{hook} trapped ({code}): {message}")]
@@ -322,7 +332,7 @@ impl Error {
             Error::Trap { code, .. } if code == STACK_OVERFLOW => Fault::StackOverflow,
             Error::Trap { .. } => Fault::Trap,
             Error::Quarantined { .. } => Fault::Quarantined,
-            Error::OutputTooLarge { .. } => Fault::OutputTooLarge,
+            Error::OutputTooLarge { .. } | Error::OutputNotLifted { .. } => Fault::OutputTooLarge,
             Error::InvalidOutput { .. } => Fault::InvalidOutput,
             Error::Validate(_) | Error::DigestMismatch { .. } => Fault::Validation,
             Error::Compile { .. } => Fault::Compile,

@@ -6,6 +6,9 @@
 
 use std::time::Duration;
 
+/// What [`Limits::lift_budget_bytes`] allows beyond the output caps.
+pub const LIFT_SLACK: usize = 256 << 10;
+
 /// What one call of one hook may use. Every call gets a fresh store with these limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -30,6 +33,21 @@ impl Limits {
     pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 1 << 20;
     /// Default manifest count cap.
     pub const DEFAULT_MAX_MANIFESTS: usize = 1000;
+
+    /// Bytes one call may make the host copy out of the guest: the hook's result, and each
+    /// call the guest makes to the host (wasmtime's "hostcall fuel"). wasmtime charges every
+    /// string and list it lifts against this before copying it, so a result whose strings all
+    /// point at one buffer of guest memory fails at the budget instead of having the host
+    /// allocate every copy (the output caps run only on what was lifted). The budget is the
+    /// output cap twice over (JSON escaping aside, strings plus the list and record headers
+    /// around them), a pointer pair per manifest, and [`LIFT_SLACK`] for `describe`'s options
+    /// and the guest's log lines.
+    pub fn lift_budget_bytes(&self) -> usize {
+        self.max_output_bytes
+            .saturating_mul(2)
+            .saturating_add(self.max_manifests.saturating_mul(8))
+            .saturating_add(LIFT_SLACK)
+    }
 
     /// Maps the `AddOnPlugin` `spec.limits` fields, keeping defaults for what is unset.
     pub fn from_spec(

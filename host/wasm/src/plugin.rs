@@ -133,6 +133,7 @@ impl Caller {
             CallState::new(&self.addon, hook, &self.limits, &self.env),
         );
         store.limiter(|state| &mut state.limiter);
+        store.set_hostcall_fuel(self.limits.lift_budget_bytes());
         let deadline = Instant::now() + self.limits.timeout;
         let interruption = rt.config.interruption;
         // Every tick the guest checks in: past the deadline it is interrupted; before it, it yields
@@ -262,6 +263,12 @@ impl Caller {
             Failure::Instantiate(e) => (e, true),
             Failure::Call(e) => (e, false),
         };
+        if lift_budget_exhausted(&error) {
+            return Error::OutputNotLifted {
+                hook,
+                budget: self.limits.lift_budget_bytes(),
+            };
+        }
         let message = trap_message(&error, &state.stderr.contents());
         match error.downcast_ref::<wasmtime::Trap>() {
             Some(wasmtime::Trap::Interrupt) => Error::CallTimeout {
@@ -287,6 +294,16 @@ impl Caller {
             },
         }
     }
+}
+
+/// Whether `error` is wasmtime running out of hostcall fuel. Its error type is private, so its
+/// message is what identifies it (a test with an aliasing guest keeps this honest).
+fn lift_budget_exhausted(error: &wasmtime::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .to_string()
+            .contains("fuel allocated for hostcalls has been exhausted")
+    })
 }
 
 /// A description of the output the call could not deliver, if it flooded its log budget or

@@ -37,6 +37,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("HOSTILE_DESCRIBE_TRAP", "hostile-describe-trap"),
     ("HOSTILE_PROBE_TRAP", "hostile-probe-trap"),
     ("HOSTILE_MALFORMED", "hostile-malformed"),
+    ("HOSTILE_ALIASED", "hostile-aliased"),
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -228,6 +228,30 @@ async fn a_trap_never_poisons_the_next_call_on_the_same_revision() {
     }
 }
 
+/// `describe` answering with 100 000 strings that alias one 8 MiB buffer (800 GB if every copy
+/// were made) is refused at load as output too large, having copied no more than the call's
+/// lift budget: the test process is the host, and it is still here.
+#[tokio::test]
+async fn an_answer_whose_strings_alias_one_buffer_is_refused_before_it_is_copied() {
+    let limits = hostile_limits();
+    let bytes = std::fs::read(plugins::HOSTILE_ALIASED).expect("plugin component was built");
+    let loaded = ends_within(
+        hang_bound(&limits),
+        common::runtime().load("aliased", bytes, None, limits),
+    )
+    .await;
+    let Err(error) = loaded else {
+        panic!("the aliasing plugin loaded");
+    };
+    // A plugin whose describe fails is refused at load, naming why.
+    assert_eq!(error.fault(), Fault::Validation, "{error}");
+    let why = format!(
+        "describe output too large: lifting it would copy more than {} bytes out of the guest",
+        limits.lift_budget_bytes()
+    );
+    assert!(error.to_string().contains(&why), "{error}");
+}
+
 /// A cluster whose data makes the plugin fault (the trap plugin panics in `manifests` for any
 /// cluster but `answers`) gets its own calls quarantined; the plugin keeps serving the others.
 /// Faults on as many clusters as the threshold still quarantine the revision.
