@@ -44,9 +44,11 @@ pub struct HubArgs {
     /// Plugin calls alive at once across all plugins; further calls wait for a slot.
     #[arg(long, default_value_t = 64)]
     pub plugin_max_concurrent_calls: u32,
-    /// Largest `spec.limits.memoryMiB` an AddOnPlugin may ask for.
-    #[arg(long, default_value_t = 1024)]
-    pub plugin_max_memory_mib: u64,
+    /// Guest memory all plugin calls may hold at once, in MiB; keep it within the hub's own
+    /// memory limit (deploy/hub: 1 GiB). One plugin may hold a quarter of it, which is also the
+    /// largest `spec.limits.memoryMiB` an AddOnPlugin may ask for.
+    #[arg(long, default_value_t = flotilla_wasm::DEFAULT_MEMORY_BUDGET_BYTES >> 20)]
+    pub plugin_memory_budget_mib: u64,
     /// Largest component accepted from a source, in MiB (after decompression).
     #[arg(long, default_value_t = 32)]
     pub plugin_max_component_mib: usize,
@@ -243,7 +245,7 @@ impl HubArgs {
                 PluginAllocator::OnDemand => AllocatorChoice::OnDemand,
             },
             max_concurrent_calls: self.plugin_max_concurrent_calls,
-            max_memory_bytes: self.plugin_max_memory_mib.saturating_mul(1 << 20),
+            memory_budget_bytes: self.plugin_memory_budget_mib.saturating_mul(1 << 20),
             max_component_bytes: self.plugin_max_component_mib.saturating_mul(1 << 20),
             epoch_tick: Duration::from_millis(self.plugin_epoch_tick_ms.max(1)),
             cache_dir,

@@ -95,6 +95,16 @@ pub enum Error {
         last: String,
     },
 
+    /// The guest's memory stayed within its limit, but the memory budget its calls share was
+    /// spent by other calls.
+    #[error("{hook} could not grow its memory: {budget} the plugin memory budget is in use by other calls")]
+    MemoryBudgetExhausted {
+        /// The hook.
+        hook: Hook,
+        /// Whose budget: this plugin's share, or all plugins'.
+        budget: &'static str,
+    },
+
     /// The guest tried to grow its memory (or tables) past the plugin's limit.
     #[error("{hook} exceeded the memory limit of {limit_bytes} bytes")]
     MemoryExceeded {
@@ -328,7 +338,7 @@ impl Error {
     pub fn fault(&self) -> Fault {
         match self {
             Error::CallTimeout { .. } => Fault::Timeout,
-            Error::MemoryExceeded { .. } => Fault::Memory,
+            Error::MemoryExceeded { .. } | Error::MemoryBudgetExhausted { .. } => Fault::Memory,
             Error::Trap { code, .. } if code == STACK_OVERFLOW => Fault::StackOverflow,
             Error::Trap { .. } => Fault::Trap,
             Error::Quarantined { .. } => Fault::Quarantined,

@@ -59,7 +59,10 @@ pub use limits::Limits;
 pub use metrics::{CacheResult, Metrics};
 pub use plugin::{Hook, Plugin};
 pub use registry::{PluginRegistry, PluginSlot};
-pub use runtime::{AllocatorChoice, AllocatorKind, Interruption, Runtime, RuntimeConfig};
+pub use runtime::{
+    AllocatorChoice, AllocatorKind, DEFAULT_MEMORY_BUDGET_BYTES, FAIR_SHARES, Interruption, Runtime,
+    RuntimeConfig,
+};
 
 /// The records of the contract (`flotilla:addon/types@0.1.0`), as generated from the WIT.
 ///

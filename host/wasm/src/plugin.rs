@@ -82,6 +82,10 @@ pub(crate) struct Caller {
     pub(crate) env: Arc<[(String, String)]>,
     /// This revision's runtime faults and quarantine (a new revision starts clean).
     pub(crate) faults: Mutex<FaultBook>,
+    /// This plugin's share of the call slots: its calls queue here, not in front of others'.
+    pub(crate) calls: tokio::sync::Semaphore,
+    /// This plugin's share of the memory budget, in KiB.
+    pub(crate) memory: Arc<tokio::sync::Semaphore>,
     /// Keeps the compiled component shared with other revisions of the same digest.
     pub(crate) _compiled: Arc<crate::runtime::CompiledCell>,
 }
@@ -123,14 +127,27 @@ impl Caller {
             rt.metrics.count_fault(&self.addon, hook, error.fault());
             return Err(error);
         }
-        // One permit per pool slot: under load calls queue here instead of failing to instantiate.
+        // First the plugin's own share of the slots, then one of the pool's: a plugin whose
+        // calls pile up queues behind itself, and under load calls wait instead of failing.
+        let _share = self.calls.acquire().await.map_err(|e| Error::Task {
+            reason: e.to_string(),
+        })?;
         let _permit = rt.permits.acquire().await.map_err(|e| Error::Task {
             reason: e.to_string(),
         })?;
 
         let mut store = Store::new(
             &rt.engine,
-            CallState::new(&self.addon, hook, &self.limits, &self.env),
+            CallState::new(
+                &self.addon,
+                hook,
+                &self.limits,
+                &self.env,
+                crate::state::MemoryBudgets {
+                    plugin: Arc::clone(&self.memory),
+                    host: Arc::clone(&rt.memory),
+                },
+            ),
         );
         store.limiter(|state| &mut state.limiter);
         store.set_hostcall_fuel(self.limits.lift_budget_bytes());
@@ -251,6 +268,15 @@ impl Caller {
                 hook,
                 timeout: self.limits.timeout,
                 by: TimeoutBy::EpochDeadline,
+            };
+        }
+        if let Some(scope) = state.limiter.budget_exhausted {
+            return Error::MemoryBudgetExhausted {
+                hook,
+                budget: match scope {
+                    crate::state::BudgetScope::Plugin => "this plugin's share of",
+                    crate::state::BudgetScope::Host => "all plugins'",
+                },
             };
         }
         if state.limiter.exceeded {

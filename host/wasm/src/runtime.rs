@@ -68,10 +68,12 @@ pub struct RuntimeConfig {
     /// Allocator strategy.
     pub allocator: AllocatorChoice,
     /// Calls (instances) alive at once, across all plugins; the pool is sized from it and further
-    /// calls wait for a slot.
+    /// calls wait for a slot. One plugin may have [`FAIR_SHARES`]th of them.
     pub max_concurrent_calls: u32,
-    /// Largest `Limits::memory_bytes` a plugin may ask for (the pool's per-memory size).
-    pub max_memory_bytes: u64,
+    /// Guest memory all calls may hold at once. One plugin's calls may hold [`FAIR_SHARES`]th
+    /// of it together, which is also the largest `Limits::memory_bytes` a plugin may ask for
+    /// and the pool's per-memory size ([`RuntimeConfig::plugin_memory_share`]).
+    pub memory_budget_bytes: u64,
     /// Largest component accepted, in bytes (checked before compiling).
     pub max_component_bytes: usize,
     /// Epoch tick: how often a running guest checks its deadline and yields to tokio.
@@ -114,13 +116,34 @@ impl Default for RuntimeConfig {
         Self {
             allocator: AllocatorChoice::Auto,
             max_concurrent_calls: 64,
-            max_memory_bytes: 1 << 30,
+            memory_budget_bytes: DEFAULT_MEMORY_BUDGET_BYTES,
             max_component_bytes: 32 << 20,
             epoch_tick: Duration::from_millis(10),
             cache_dir: None,
             faults: FaultPolicy::default(),
             interruption: Interruption::default(),
         }
+    }
+}
+
+/// Default [`RuntimeConfig::memory_budget_bytes`]: half of deploy/hub's 1 GiB memory limit,
+/// leaving the rest to the hub's caches and controllers.
+pub const DEFAULT_MEMORY_BUDGET_BYTES: u64 = 512 << 20;
+/// Into how many shares the call slots and the memory budget are cut: what one plugin may hold
+/// at once, so a busy or hostile plugin leaves the others three quarters of each.
+pub const FAIR_SHARES: u64 = 4;
+
+impl RuntimeConfig {
+    /// Guest memory one plugin's calls may hold together.
+    pub fn plugin_memory_share(&self) -> u64 {
+        self.memory_budget_bytes / FAIR_SHARES
+    }
+
+    /// Calls one plugin may have alive at once.
+    pub fn plugin_call_share(&self) -> u32 {
+        u32::try_from(u64::from(self.max_concurrent_calls) / FAIR_SHARES)
+            .unwrap_or(u32::MAX)
+            .max(1)
     }
 }
 
@@ -148,6 +171,8 @@ pub(crate) struct RuntimeInner {
     pub(crate) allocator: AllocatorKind,
     pub(crate) metrics: Metrics,
     pub(crate) permits: Semaphore,
+    /// The memory budget, in KiB.
+    pub(crate) memory: Arc<Semaphore>,
     pub(crate) config: RuntimeConfig,
     /// Add-on names whose serving revision's fault summary changed (see
     /// [`Runtime::subscribe_faults`]).
@@ -203,6 +228,7 @@ impl Runtime {
                 allocator,
                 metrics,
                 permits: Semaphore::new(config.max_concurrent_calls as usize),
+                memory: Arc::new(Semaphore::new(kib(config.memory_budget_bytes))),
                 config,
                 fault_events: broadcast::channel(FAULT_EVENTS).0,
                 registry,
@@ -349,6 +375,11 @@ impl Runtime {
             limits,
             env: env.into(),
             faults: Mutex::new(FaultBook::default()),
+            calls: tokio::sync::Semaphore::new(self.inner.config.plugin_call_share() as usize),
+            memory: Arc::new(tokio::sync::Semaphore::new(kib(self
+                .inner
+                .config
+                .plugin_memory_share()))),
             _compiled: compiled,
         };
         let options = caller
@@ -381,10 +412,13 @@ impl Runtime {
     }
 
     fn check_limits(&self, limits: &Limits) -> Result<()> {
-        let ceiling = self.inner.config.max_memory_bytes;
+        let ceiling = self.inner.config.plugin_memory_share();
         if limits.memory_bytes == 0 || limits.memory_bytes > ceiling {
             return Err(Error::LimitsOutOfRange {
-                reason: format!("memory {} bytes, allowed 1..={ceiling}", limits.memory_bytes),
+                reason: format!(
+                    "memory {} bytes, allowed 1..={ceiling} (a {FAIR_SHARES}th of the hub's plugin memory budget)",
+                    limits.memory_bytes
+                ),
             });
         }
         if limits.timeout.is_zero() || limits.timeout > Duration::from_secs(300) {
@@ -467,7 +501,7 @@ fn engine_config(config: &RuntimeConfig, pooling: bool) -> Config {
             .total_memories(calls.saturating_mul(MEMORIES_PER_COMPONENT))
             .max_tables_per_component(TABLES_PER_COMPONENT)
             .total_tables(calls.saturating_mul(TABLES_PER_COMPONENT))
-            .max_memory_size(usize::try_from(config.max_memory_bytes).unwrap_or(usize::MAX));
+            .max_memory_size(usize::try_from(config.plugin_memory_share()).unwrap_or(usize::MAX));
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(p));
     }
     c
@@ -504,4 +538,9 @@ impl Drop for EpochTicker {
             let _ = thread.join();
         }
     }
+}
+
+/// `bytes` in whole KiB, the unit of the memory semaphores.
+pub(crate) fn kib(bytes: u64) -> usize {
+    usize::try_from(bytes.div_ceil(1024)).unwrap_or(usize::MAX)
 }

@@ -12,6 +12,9 @@
 //! A fresh `CallState` is built for every call and dropped after it, so nothing a guest does —
 //! including a trap that poisons its instance — survives into the next call.
 
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -54,7 +57,13 @@ impl CallState {
     /// A sandbox with nothing granted: no preopened directories, no environment, no arguments,
     /// no network, stdin empty, stdout/stderr into bounded in-memory pipes. `env` is empty for
     /// every plugin but the host's own built-ins (see `Runtime::load_granting`).
-    pub(crate) fn new(addon: &str, hook: Hook, limits: &Limits, env: &[(String, String)]) -> Self {
+    pub(crate) fn new(
+        addon: &str,
+        hook: Hook,
+        limits: &Limits,
+        env: &[(String, String)],
+        budgets: MemoryBudgets,
+    ) -> Self {
         let stdout = MemoryOutputPipe::new(CAPTURE_BYTES);
         let stderr = MemoryOutputPipe::new(CAPTURE_BYTES);
         let wasi = WasiCtxBuilder::new()
@@ -71,7 +80,7 @@ impl CallState {
         Self {
             wasi,
             table: ResourceTable::new(),
-            limiter: CallLimiter::new(limits.memory_bytes),
+            limiter: CallLimiter::new(limits.memory_bytes, budgets),
             log: LogSink::new(addon, hook),
             timed_out: false,
             stdout,
@@ -89,16 +98,51 @@ impl WasiView for CallState {
     }
 }
 
+/// The shared memory budgets a call's memory is charged to, in KiB: its plugin's share and the
+/// whole host's.
+pub(crate) struct MemoryBudgets {
+    pub(crate) plugin: Arc<Semaphore>,
+    pub(crate) host: Arc<Semaphore>,
+}
+
+/// Which budget refused a call's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BudgetScope {
+    /// The plugin's share: its own other calls hold it.
+    Plugin,
+    /// The host's: all plugins' calls together hold it.
+    Host,
+}
+
 /// [`StoreLimits`] plus a record of whether the guest hit the memory limit, so a trap caused by a
 /// refused `memory.grow` is reported as [`crate::Error::MemoryExceeded`] and not as a generic trap.
+/// Memory the guest grows is also charged to the shared budgets, and given back when the call's
+/// store drops.
 pub(crate) struct CallLimiter {
     inner: StoreLimits,
     /// True once a memory or table growth was refused.
     pub(crate) exceeded: bool,
+    budgets: MemoryBudgets,
+    held: Vec<OwnedSemaphorePermit>,
+    /// Set when a growth within the call's own limit was refused by a shared budget.
+    pub(crate) budget_exhausted: Option<BudgetScope>,
 }
 
 impl CallLimiter {
-    fn new(memory_bytes: u64) -> Self {
+    /// Charges `kib` to both budgets, or to neither.
+    fn charge(&mut self, kib: usize) -> Result<(), BudgetScope> {
+        let kib = u32::try_from(kib).map_err(|_| BudgetScope::Plugin)?;
+        let plugin = Arc::clone(&self.budgets.plugin)
+            .try_acquire_many_owned(kib)
+            .map_err(|_| BudgetScope::Plugin)?;
+        let host = Arc::clone(&self.budgets.host)
+            .try_acquire_many_owned(kib)
+            .map_err(|_| BudgetScope::Host)?;
+        self.held.extend([plugin, host]);
+        Ok(())
+    }
+
+    fn new(memory_bytes: u64, budgets: MemoryBudgets) -> Self {
         let inner = StoreLimitsBuilder::new()
             .memory_size(usize::try_from(memory_bytes).unwrap_or(usize::MAX))
             .table_elements(MAX_TABLE_ELEMENTS)
@@ -112,6 +156,9 @@ impl CallLimiter {
         Self {
             inner,
             exceeded: false,
+            budgets,
+            held: Vec::new(),
+            budget_exhausted: None,
         }
     }
 }
@@ -126,8 +173,14 @@ impl ResourceLimiter for CallLimiter {
         let verdict = self.inner.memory_growing(current, desired, maximum);
         if !matches!(verdict, Ok(true)) {
             self.exceeded = true;
+            return verdict;
         }
-        verdict
+        let grown = crate::runtime::kib(desired as u64).saturating_sub(crate::runtime::kib(current as u64));
+        if let Err(scope) = self.charge(grown) {
+            self.budget_exhausted = Some(scope);
+            return Err(wasmtime::Error::msg("the plugin memory budget is exhausted"));
+        }
+        Ok(true)
     }
 
     fn table_growing(
@@ -217,4 +270,47 @@ pub(crate) fn truncate(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limiter(plugin: &Arc<Semaphore>, host: &Arc<Semaphore>) -> CallLimiter {
+        CallLimiter::new(
+            64 << 20,
+            MemoryBudgets {
+                plugin: Arc::clone(plugin),
+                host: Arc::clone(host),
+            },
+        )
+    }
+
+    #[test]
+    fn memory_is_charged_to_both_budgets_and_given_back_when_the_call_ends() {
+        let (plugin, host) = (Arc::new(Semaphore::new(4096)), Arc::new(Semaphore::new(6144)));
+        let mut first = limiter(&plugin, &host);
+        assert!(first.memory_growing(0, 3 << 20, None).unwrap());
+        assert_eq!(
+            (plugin.available_permits(), host.available_permits()),
+            (1024, 3072)
+        );
+        // Within its own 64 MiB limit, but over what the plugin's share has left.
+        let mut second = limiter(&plugin, &host);
+        assert!(second.memory_growing(0, 2 << 20, None).is_err());
+        assert_eq!(second.budget_exhausted, Some(BudgetScope::Plugin));
+        assert!(!second.exceeded, "not the call's own limit");
+        drop(first);
+        assert_eq!(
+            (plugin.available_permits(), host.available_permits()),
+            (4096, 6144)
+        );
+        // Another plugin's share is free, but the host's budget is what others left.
+        let other = Arc::new(Semaphore::new(8192));
+        let mut big = limiter(&other, &host);
+        assert!(big.memory_growing(0, 5 << 20, None).unwrap());
+        let mut third = limiter(&plugin, &host);
+        assert!(third.memory_growing(0, 2 << 20, None).is_err());
+        assert_eq!(third.budget_exhausted, Some(BudgetScope::Host));
+    }
 }

@@ -155,10 +155,10 @@ async fn the_javascript_plugin_runs_every_hook_through_the_host() {
     assert!(inspection.accepted, "{inspection:?}");
     assert_eq!(inspection.wit_version.as_deref(), Some("0.1.0"));
 
-    // A SpiderMonkey-based component is large; give describe at load a generous limit.
+    // A SpiderMonkey-based component is large: a generous time, and a full plugin share of memory.
     let limits = Limits {
         timeout: std::time::Duration::from_secs(30),
-        memory_bytes: 256 << 20,
+        memory_bytes: 128 << 20,
         ..Limits::default()
     };
     let plugin = common::runtime()

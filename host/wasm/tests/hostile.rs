@@ -252,6 +252,101 @@ async fn an_answer_whose_strings_alias_one_buffer_is_refused_before_it_is_copied
     assert!(error.to_string().contains(&why), "{error}");
 }
 
+/// A plugin whose calls pile up (twenty endless loops at once) holds only its share of the call
+/// slots: helloworld is answered while none of the loops has ended yet, instead of after the
+/// first wave of them times out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_plugin_holds_only_its_share_of_the_call_slots() {
+    let runtime = runtime_with_slots(8);
+    let limits = Limits {
+        timeout: Duration::from_secs(2),
+        ..hostile_limits()
+    };
+    let looping = Arc::new(load_into(&runtime, "loop", plugins::HOSTILE_LOOP, limits).await);
+    let helloworld = load_into(&runtime, "helloworld", plugins::HELLOWORLD, Limits::default()).await;
+    let ended = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let calls: Vec<_> = (0..20)
+        .map(|_| {
+            let (looping, ended, asked) = (Arc::clone(&looping), Arc::clone(&ended), Arc::clone(&asked));
+            tokio::spawn(async move {
+                let (c, a) = (cluster("cluster1"), addon("loop"));
+                let call = looping.manifests(&c, &a, &[]);
+                asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let result = call.await;
+                ended.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                result.map(drop).unwrap_err().fault()
+            })
+        })
+        .collect();
+    // Every loop asks for a slot before helloworld does (the queue is first come, first
+    // served): all twenty calls made, then a moment for the last ones' first poll.
+    while asked.load(std::sync::atomic::Ordering::SeqCst) < 20 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = std::time::Instant::now();
+    let answer = ends_within(
+        hang_bound(&limits),
+        helloworld.manifests(&cluster("cluster1"), &addon("helloworld"), &[]),
+    )
+    .await
+    .unwrap();
+    let ended_before = ended.load(std::sync::atomic::Ordering::SeqCst);
+    println!(
+        "helloworld answered in {:?} beside 20 looping calls",
+        started.elapsed()
+    );
+    assert!(!answer.is_empty());
+    assert_eq!(ended_before, 0, "helloworld waited for looping calls to end");
+    for call in calls {
+        assert_eq!(
+            ends_within(Duration::from_secs(120), call).await.unwrap(),
+            Fault::Timeout
+        );
+    }
+}
+
+/// A plugin may not ask for more memory than its share of the budget.
+#[tokio::test]
+async fn a_plugin_asking_for_more_than_its_memory_share_is_refused() {
+    let runtime = runtime_with_slots(8);
+    let share = flotilla_wasm::DEFAULT_MEMORY_BUDGET_BYTES / flotilla_wasm::FAIR_SHARES;
+    let bytes = std::fs::read(plugins::HELLOWORLD).unwrap();
+    let refused = runtime
+        .load(
+            "helloworld",
+            bytes,
+            None,
+            Limits {
+                memory_bytes: share + (64 << 10),
+                ..Limits::default()
+            },
+        )
+        .await
+        .map(drop)
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains(&format!("allowed 1..={share}")),
+        "{refused}"
+    );
+}
+
+/// A runtime of its own with `slots` call slots and the default memory budget.
+fn runtime_with_slots(slots: u32) -> Runtime {
+    let cache_dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("flotilla-wasm-artifacts");
+    Runtime::new(RuntimeConfig {
+        cache_dir: Some(cache_dir),
+        max_concurrent_calls: slots,
+        faults: flotilla_wasm::FaultPolicy {
+            threshold: 1000,
+            ..flotilla_wasm::FaultPolicy::default()
+        },
+        ..RuntimeConfig::default()
+    })
+    .unwrap()
+}
+
 /// A cluster whose data makes the plugin fault (the trap plugin panics in `manifests` for any
 /// cluster but `answers`) gets its own calls quarantined; the plugin keeps serving the others.
 /// Faults on as many clusters as the threshold still quarantine the revision.

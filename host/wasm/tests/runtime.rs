@@ -18,7 +18,7 @@ fn pooling_falls_back_to_on_demand_when_the_pool_cannot_be_reserved() {
     // A pool of a million 1 TiB memories cannot be reserved anywhere.
     let greedy = RuntimeConfig {
         max_concurrent_calls: 1 << 20,
-        max_memory_bytes: 1 << 40,
+        memory_budget_bytes: 4 << 40,
         ..RuntimeConfig::default()
     };
     let runtime = Runtime::new(RuntimeConfig {
