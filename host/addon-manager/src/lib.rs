@@ -41,6 +41,7 @@ mod health;
 mod install;
 mod plugin;
 mod plugins;
+mod prune;
 mod registration;
 mod rollout;
 mod writes;

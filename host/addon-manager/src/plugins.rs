@@ -221,6 +221,14 @@ impl Plugins {
             }))
     }
 
+    /// Drops the template instances of add-on names not in `live`; returns how many went.
+    pub(crate) fn retain_templates_of(&self, live: &std::collections::BTreeSet<String>) -> usize {
+        let mut cache = self.cache();
+        let before = cache.len();
+        cache.retain(|(addon, _), _| live.contains(addon));
+        before - cache.len()
+    }
+
     fn cache(&self) -> std::sync::MutexGuard<'_, TemplateInstances> {
         self.templates.lock().unwrap_or_else(PoisonError::into_inner)
     }

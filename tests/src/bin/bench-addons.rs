@@ -550,5 +550,35 @@ async fn main() -> anyhow::Result<()> {
         &format!("five add-ons on {count} clusters: every work exists"),
         &registry,
     );
+
+    // All of them deleted: the caches keyed by add-ons let go of them (pruned within 30 s).
+    let (_, before) = flotilla_tests::process_usage(std::process::id());
+    let cmas: Api<flotilla_api::addon::v1alpha1::ClusterManagementAddOn> = Api::all(client.clone());
+    let manual = json!({"spec": {"installStrategy": {"type": "Manual", "placements": null}}});
+    for name in ["hello-1", "hello-2", "hello-3", "hello-4", "hello-5"] {
+        cmas.patch(name, &PatchParams::default(), &Patch::Merge(&manual))
+            .await?;
+    }
+    for cluster in &names {
+        Api::<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>::namespaced(client.clone(), cluster)
+            .delete_collection(&Default::default(), &kube::api::ListParams::default())
+            .await?;
+    }
+    let addons: Api<flotilla_api::addon::v1alpha1::ManagedClusterAddOn> = Api::all(client.clone());
+    let deleting = Instant::now();
+    while !addons.list_metadata(&Default::default()).await?.items.is_empty() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    println!(
+        "{} add-ons deleted in {:.1} s",
+        5 * count,
+        deleting.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(Duration::from_secs(35)).await;
+    let (_, after) = flotilla_tests::process_usage(std::process::id());
+    println!(
+        "hub RSS with {} add-ons: {before} MiB; after deleting them and a prune: {after} MiB",
+        5 * count
+    );
     Ok(())
 }

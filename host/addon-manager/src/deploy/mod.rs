@@ -134,6 +134,7 @@ pub(crate) async fn run(
         .watches_stream(crate::cluster_changes(cluster_stream), move |cluster| {
             crate::addons_of_cluster(&by_cluster, &cluster.name_any())
         });
+    let store = controller.store();
     let context = Arc::new(Context {
         client,
         clusters,
@@ -147,5 +148,20 @@ pub(crate) async fn run(
         rendered: std::sync::Mutex::new(Rendered::new()),
         options,
     });
-    flotilla_kube::controller::run("addon-deploy", controller, reconcile::reconcile, context).await;
+    let pruning = Arc::clone(&context);
+    futures::join!(
+        flotilla_kube::controller::run("addon-deploy", controller, reconcile::reconcile, context),
+        crate::prune::every_interval(store, move |addons| {
+            let live = addons
+                .iter()
+                .map(|a| format!("{}/{}", a.namespace().unwrap_or_default(), a.name_any()))
+                .collect();
+            let rendered = crate::prune::retain_live(&pruning.rendered, &live);
+            let names = addons.iter().map(|a| a.name_any()).collect();
+            let templates = pruning.plugins.retain_templates_of(&names);
+            if rendered + templates > 0 {
+                tracing::debug!(rendered, templates, "cached outputs of deleted add-ons dropped");
+            }
+        }),
+    );
 }

@@ -149,6 +149,7 @@ pub(crate) async fn run(
             watcher::Config::default(),
             move |plugin| crate::addons_named(&by_plugin, &crate::plugin::addon_name(&plugin)),
         );
+    let store = controller.store();
     let context = Arc::new(Context {
         client,
         clusters,
@@ -159,5 +160,15 @@ pub(crate) async fn run(
         options,
         applied: std::sync::Mutex::new(Applied::new()),
     });
-    flotilla_kube::controller::run("addon-registration", controller, reconcile::reconcile, context).await;
+    let pruning = Arc::clone(&context);
+    futures::join!(
+        flotilla_kube::controller::run("addon-registration", controller, reconcile::reconcile, context),
+        crate::prune::every_interval(store, move |addons| {
+            let live = addons.iter().filter_map(|a| a.uid()).collect();
+            let applied = crate::prune::retain_live(&pruning.applied, &live);
+            if applied > 0 {
+                tracing::debug!(applied, "applied permissions of deleted add-ons forgotten");
+            }
+        }),
+    );
 }
