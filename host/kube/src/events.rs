@@ -51,6 +51,11 @@ pub fn when_false(condition: &Condition) -> bool {
     condition.status == flotilla_core::conditions::FALSE
 }
 
+/// [`ConditionEvent::warning`] for conditions that are bad unless `True` (`Unknown` too).
+pub fn unless_true(condition: &Condition) -> bool {
+    condition.status != flotilla_core::conditions::TRUE
+}
+
 /// [`ConditionEvent::warning`] for conditions whose every state is Normal (e.g. progress).
 pub fn never(_: &Condition) -> bool {
     false
@@ -104,6 +109,19 @@ impl Events {
         after: &[Condition],
         watched: &[ConditionEvent],
     ) {
+        self.conditions_of(object, None, before, after, watched).await;
+    }
+
+    /// [`Events::conditions`] of one part of `object` (e.g. a placement of an add-on's
+    /// install progressions), named first in each note.
+    pub async fn conditions_of<K: Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        part: Option<&str>,
+        before: &[Condition],
+        after: &[Condition],
+        watched: &[ConditionEvent],
+    ) {
         for watch in watched {
             let Some(condition) = flotilla_core::conditions::changed(before, after, watch.type_) else {
                 continue;
@@ -113,14 +131,12 @@ impl Events {
             } else {
                 EventType::Normal
             };
-            self.publish(
-                object,
-                type_,
-                &condition.reason,
-                watch.action,
-                condition_note(condition),
-            )
-            .await;
+            let note = match part {
+                Some(part) => format!("{part}: {}", condition_note(condition)),
+                None => condition_note(condition),
+            };
+            self.publish(object, type_, &condition.reason, watch.action, note)
+                .await;
         }
     }
 
