@@ -209,3 +209,67 @@ async fn health_reports_available_then_unavailable_once_each() {
     only_event(&client, MCA, Some("evh-c1"), addon, mca::REASON_PROBE_AVAILABLE).await;
     only_event(&client, MCA, Some("evh-c1"), addon, mca::REASON_PROBE_UNAVAILABLE).await;
 }
+
+/// Stands in for the work agent: `work` `Applied` = `status` at its generation.
+async fn report_applied(client: &Client, work: &ManifestWork, status: &str) {
+    let generation = work.metadata.generation.unwrap_or_default();
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let condition = json!({"type": "Applied", "status": status, "reason": "Flapping", "message": "",
+                           "observedGeneration": generation, "lastTransitionTime": now});
+    Api::<ManifestWork>::namespaced(
+        client.clone(),
+        &work.metadata.namespace.clone().unwrap_or_default(),
+    )
+    .patch_status(
+        work.metadata.name.as_deref().unwrap_or_default(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditions": [condition]}})),
+    )
+    .await
+    .expect("report work status");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flapping_addon_is_reported_once_per_state_within_the_window() {
+    let client = client().await;
+    let addon = "flap-ev";
+    register_plugin(&client, addon, plugins::HELLOWORLD).await;
+    await_cma(&client, addon).await;
+    cluster(&client, "evf-c1").await;
+    enable(&client, addon, "evf-c1", json!([])).await;
+    let work = await_work(&client, "evf-c1", "addon-flap-ev-deploy-0", "deploy work", |_| {
+        true
+    })
+    .await;
+
+    // Applied, failed, applied, failed...: each state is told once in the repeat window.
+    for _ in 0..3 {
+        for (status, reason) in [
+            ("True", mca::REASON_ADDON_MANIFEST_APPLIED),
+            ("False", mca::REASON_ADDON_MANIFEST_APPLIED_FAILED),
+        ] {
+            report_applied(&client, &work, status).await;
+            await_condition(&client, "evf-c1", addon, mca::CONDITION_MANIFEST_APPLIED, |c| {
+                c.reason == reason
+            })
+            .await;
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    only_event(
+        &client,
+        MCA,
+        Some("evf-c1"),
+        addon,
+        mca::REASON_ADDON_MANIFEST_APPLIED,
+    )
+    .await;
+    only_event(
+        &client,
+        MCA,
+        Some("evf-c1"),
+        addon,
+        mca::REASON_ADDON_MANIFEST_APPLIED_FAILED,
+    )
+    .await;
+}

@@ -12,13 +12,14 @@ mod mwrs_support;
 
 use std::time::Duration;
 
+use flotilla_api::cluster::v1beta1::Placement;
 use flotilla_api::work::consts::manifest_work_replica_set::{
-    CONDITION_PLACEMENT_ROLLED_OUT, REASON_COMPLETE,
+    CONDITION_PLACEMENT_ROLLED_OUT, CONDITION_PLACEMENT_VERIFIED, REASON_COMPLETE,
 };
 use flotilla_api::work::v1alpha1::ManifestWorkReplicaSet;
 use flotilla_testing::events;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
 use mwrs_support::agent::{self, Report};
 use mwrs_support::*;
@@ -115,4 +116,57 @@ async fn a_missing_placement_then_a_complete_rollout_are_reported_once_each() {
     reconcile_again(&admin, ns, "reported", 3).await;
     only_event(&admin, "reported", REASON_COMPLETE).await;
     only_event(&admin, "reported", "PlacementDecisionNotFound").await;
+}
+
+#[tokio::test]
+async fn a_placement_that_comes_and_goes_is_reported_missing_once_within_the_window() {
+    let admin = hub(CP).await.admin_client().await.unwrap();
+    let (ns, cluster) = ("flapping", "fl-c1");
+    namespace(&admin, ns).await;
+    namespace(&admin, cluster).await;
+    replica_set(
+        &admin,
+        ns,
+        "flapping",
+        "flap",
+        json!({"type": "All"}),
+        "Background",
+    )
+    .await;
+    let placements: Api<Placement> = Api::namespaced(admin.clone(), ns);
+    for _ in 0..3 {
+        wait_verified(&admin, ns, "flapping", "PlacementDecisionNotFound").await;
+        place(&admin, ns, "flap", &[("", &[cluster])]).await;
+        wait_verified(&admin, ns, "flapping", "AsExpected").await;
+        placements.delete("flap", &DeleteParams::default()).await.unwrap();
+        wait_gone(&placements, "flap").await;
+    }
+    wait_verified(&admin, ns, "flapping", "PlacementDecisionNotFound").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    only_event(&admin, "flapping", "PlacementDecisionNotFound").await;
+}
+
+/// Waits until the replica set's `PlacementVerified` has `reason`.
+async fn wait_verified(client: &Client, ns: &str, name: &str, reason: &str) {
+    wait_set(client, ns, name, reason, |set| {
+        set.and_then(|s| s.status.as_ref())
+            .and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == CONDITION_PLACEMENT_VERIFIED)
+            })
+            .is_some_and(|c| c.reason == reason)
+    })
+    .await;
+}
+
+/// Waits until Placement `name` is gone (its finalizers, if any, done).
+async fn wait_gone(placements: &Api<Placement>, name: &str) {
+    tokio::time::timeout(TIMEOUT, async {
+        while placements.get_opt(name).await.unwrap().is_some() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("Placement deleted");
 }
