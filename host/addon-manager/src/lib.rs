@@ -578,6 +578,9 @@ impl Default for Options {
     }
 }
 
+/// The `reportingController` of the add-on manager's Events.
+pub const EVENT_REPORTER: &str = "addon-manager";
+
 /// Runs the plugin, install, rollout and deploy controllers concurrently until dropped. `registry` is
 /// the one the AddOnPlugin controller loads plugin revisions into.
 pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
@@ -587,6 +590,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     let configs = Arc::new(configs::ReleasedConfigs::default());
     let mut feed = AddonFeed::new();
     let (writes, deferred) = writes::SharedWrites::new(feed.store());
+    let events = flotilla_kube::events::Events::new(client.clone(), EVENT_REPORTER);
     let (install_view, rollout_view, registration_view, deploy_view, health_view) = (
         feed.subscribe(install::install_inputs),
         feed.subscribe(rollout::rollout_inputs),
@@ -604,6 +608,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
             Arc::clone(&plugins),
             Arc::clone(&writes),
             rollout_view,
+            events.clone(),
             options.clone()
         ),
         registration::run(
@@ -626,9 +631,10 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
             configs,
             Arc::clone(&writes),
             deploy_view,
+            events.clone(),
             options.clone()
         ),
-        health::run(client, plugins, writes, health_view, options),
+        health::run(client, plugins, writes, health_view, events, options),
     );
 }
 

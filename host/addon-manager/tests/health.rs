@@ -9,54 +9,11 @@ mod support;
 
 use flotilla_api::addon::consts::managed_cluster_addon as mca;
 use flotilla_api::addon::v1alpha1::{HealthCheckMode, ManagedClusterAddOn};
-use flotilla_api::work::v1::{FeedBackType, ManifestWork};
+use flotilla_api::work::v1::FeedBackType;
 use flotilla_test_plugins as plugins;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams};
-use kube::{Api, Client, ResourceExt};
-use serde_json::{Value, json};
+use kube::{Api, Client};
+use serde_json::json;
 use support::*;
-
-const AGENT_NAMESPACE: &str = "open-cluster-management-agent-addon";
-
-/// Stands in for the work agent: `work` Applied and Available, with `feedback` for Deployment
-/// `deployment` in the agent namespace.
-async fn report_feedback(client: &Client, work: &ManifestWork, deployment: &str, feedback: Value) {
-    let generation = work.metadata.generation.unwrap_or_default();
-    let now = Time(Timestamp::now());
-    let condition = |type_: &str, reason: &str| {
-        json!({"type": type_, "status": "True", "reason": reason, "message": "",
-               "observedGeneration": generation, "lastTransitionTime": now})
-    };
-    Api::<ManifestWork>::namespaced(client.clone(), &work.namespace().unwrap_or_default())
-        .patch_status(
-            &work.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "conditions": [
-                    condition("Applied", "AppliedManifestWorkComplete"),
-                    condition("Available", "ResourcesAvailable"),
-                ],
-                "resourceStatus": {"manifests": [{
-                    "resourceMeta": {"ordinal": 0, "group": "apps", "version": "v1", "kind": "Deployment",
-                                     "resource": "deployments", "name": deployment, "namespace": AGENT_NAMESPACE},
-                    "statusFeedback": {"values": feedback},
-                    "conditions": [],
-                }]},
-            }})),
-        )
-        .await
-        .expect("report work status");
-}
-
-fn int(name: &str, value: i64) -> Value {
-    json!({"name": name, "fieldValue": {"type": "Integer", "integer": value}})
-}
-
-fn text(name: &str, value: &str) -> Value {
-    json!({"name": name, "fieldValue": {"type": "String", "string": value}})
-}
 
 async fn health_mode(client: &Client, cluster: &str, addon: &str) -> Option<HealthCheckMode> {
     Api::<ManagedClusterAddOn>::namespaced(client.clone(), cluster)

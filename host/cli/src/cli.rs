@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::{
-    accept, addon, addon_agent, clusterset, completion, controlplane, down, get, init, join, plugin, run,
-    status, up, work,
+    accept, addon, addon_agent, clean, clusterset, completion, controlplane, down, get, init, join,
+    placement, plugin, run, status, up, upgrade, work,
 };
 
 /// Flotilla: a multicluster control plane that speaks Open Cluster Management's APIs.
@@ -72,10 +72,16 @@ pub enum Command {
     Accept(accept::AcceptArgs),
     /// Remove the klusterlet from a managed cluster.
     Unjoin(join::UnjoinArgs),
+    /// Remove the hub's Flotilla install (what `flotilla init` created); refused while
+    /// ManagedClusters exist, unless --force.
+    Clean(clean::CleanArgs),
+    /// Roll the hub's or a klusterlet's Deployment to another image.
+    #[command(subcommand)]
+    Upgrade(upgrade::Command),
     /// Show clusters, cluster sets, placements, works or the join command.
     #[command(subcommand)]
     Get(get::Command),
-    /// Create ManifestWorks and cluster sets.
+    /// Create ManifestWorks, cluster sets and Placements.
     #[command(subcommand)]
     Create(CreateCommand),
     /// Delete ManifestWorks and cluster sets.
@@ -108,6 +114,8 @@ pub enum CreateCommand {
     Work(work::CreateWorkArgs),
     /// Create an empty cluster set (clusters join it with `flotilla clusterset set`).
     Clusterset(clusterset::CreateArgs),
+    /// Create a Placement choosing clusters by name, cluster set, labels and count.
+    Placement(placement::CreatePlacementArgs),
 }
 
 /// `flotilla delete …`.
@@ -131,10 +139,13 @@ impl Cli {
             Command::Join(args) => join::join(&self.global, &args).await,
             Command::Accept(args) => accept::accept(&self.global, &args).await,
             Command::Unjoin(args) => join::unjoin(&self.global, &args).await,
+            Command::Clean(args) => clean::clean(&self.global, &args).await,
+            Command::Upgrade(command) => command.run(&self.global).await,
             Command::Get(command) => command.run(&self.global).await,
             Command::Create(CreateCommand::Work(args)) => work::create(&self.global, &args).await,
             Command::Delete(DeleteCommand::Work(args)) => work::delete(&self.global, &args).await,
             Command::Create(CreateCommand::Clusterset(args)) => clusterset::create(&self.global, &args).await,
+            Command::Create(CreateCommand::Placement(args)) => placement::create(&self.global, &args).await,
             Command::Delete(DeleteCommand::Clusterset(args)) => clusterset::delete(&self.global, &args).await,
             Command::Clusterset(command) => command.run(&self.global).await,
             Command::Addon(command) => command.run(&self.global).await,

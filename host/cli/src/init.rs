@@ -37,7 +37,7 @@ const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "flotilla");
 const BOOTSTRAP_BINDING: &str = "open-cluster-management:bootstrap";
 /// The hub's own manifests (namespace, service account, ClusterRole and binding, Deployment,
 /// metrics Service): what `init --image` installs, from the same file a kustomize install uses.
-const HUB_MANIFESTS: &str = include_str!("../../../deploy/hub/hub.yaml");
+pub(crate) const HUB_MANIFESTS: &str = include_str!("../../../deploy/hub/hub.yaml");
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
@@ -240,6 +240,23 @@ fn hub_manifests(hub: &Hub<'_>) -> anyhow::Result<Vec<serde_json::Value>> {
         }
     }
     Ok(objects)
+}
+
+/// Everything `init` (with `--image`) may have created that names no secret of its own: what
+/// `flotilla clean` removes. The bootstrap token Secrets are found by [`managed_by_selector`].
+pub(crate) fn installed_objects() -> anyhow::Result<Vec<serde_json::Value>> {
+    let objects = hub_manifests(&Hub {
+        server: "https://removed.invalid",
+        ca_pem: "",
+        token: "000000.0000000000000000",
+        image: Some("removed"),
+    })?;
+    Ok(objects.into_iter().filter(|o| o["kind"] != "Secret").collect())
+}
+
+/// The label selector of what `init` labels as Flotilla's (the bootstrap tokens).
+pub(crate) fn managed_by_selector() -> String {
+    format!("{}={}", MANAGED_BY.0, MANAGED_BY.1)
 }
 
 /// Whether two manifests name the same object.

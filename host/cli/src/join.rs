@@ -48,7 +48,7 @@ use crate::{
 };
 
 /// The klusterlet's manifests for a real managed cluster.
-const KLUSTERLET_MANIFESTS: &str = include_str!("../../../deploy/klusterlet/klusterlet.yaml");
+pub(crate) const KLUSTERLET_MANIFESTS: &str = include_str!("../../../deploy/klusterlet/klusterlet.yaml");
 
 #[derive(Debug, Args)]
 pub struct JoinArgs {

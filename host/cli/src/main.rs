@@ -3,6 +3,7 @@
 mod accept;
 mod addon;
 mod addon_agent;
+mod clean;
 mod cli;
 mod clusterset;
 mod completion;
@@ -16,12 +17,14 @@ mod local;
 mod manifests;
 mod ops;
 mod output;
+mod placement;
 mod plugin;
 mod register;
 mod report;
 mod run;
 mod status;
 mod up;
+mod upgrade;
 mod work;
 
 use clap::Parser;

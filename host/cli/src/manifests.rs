@@ -102,6 +102,18 @@ impl Applier {
         Ok(())
     }
 
+    /// Deletes the object `object` names, if it exists; returns whether it did.
+    pub async fn delete_if_present(&mut self, object: &serde_json::Value) -> anyhow::Result<bool> {
+        let (dynamic, name) = decode(object)?;
+        let api = self.api(&dynamic).await?;
+        match api.delete(&name, &kube::api::DeleteParams::default()).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+            Err(error) => Err(error)
+                .with_context(|| format!("delete {} {name}", object["kind"].as_str().unwrap_or_default())),
+        }
+    }
+
     /// Creates `object` unless one of that name exists (objects people own once created).
     pub async fn create_if_absent(&mut self, object: &serde_json::Value) -> anyhow::Result<()> {
         let (dynamic, name) = decode(object)?;

@@ -369,3 +369,119 @@ fn completion_scripts_are_printed_for_bash_zsh_and_fish_and_other_shells_refused
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn create_placement_writes_clusteradms_flags_and_refuses_unbound_sets_and_overwrites() {
+    use flotilla_api::cluster::v1beta1::Placement;
+    let hub = hub().await;
+    let client = hub.admin_client().await.unwrap();
+    create(
+        &Api::<Namespace>::all(client.clone()),
+        json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "placing" } }),
+    )
+    .await;
+
+    // A cluster set not bound to the namespace: refused, saying how to bind it.
+    let stderr = refused(flotilla(
+        hub.admin_kubeconfig(),
+        &[
+            "create",
+            "placement",
+            "web",
+            "-n",
+            "placing",
+            "--clustersets",
+            "global",
+        ],
+    ));
+    assert_eq!(
+        first_line(&stderr),
+        "error: cluster set global is not bound to namespace placing; bind it first: flotilla \
+         clusterset bind global --namespace placing",
+        "{stderr}"
+    );
+
+    ok(flotilla(
+        hub.admin_kubeconfig(),
+        &["clusterset", "bind", "global", "--namespace", "placing"],
+    ));
+    let out = ok(flotilla(
+        hub.admin_kubeconfig(),
+        &[
+            "create",
+            "placement",
+            "web",
+            "-n",
+            "placing",
+            "--clustersets",
+            "global",
+            "--clusters",
+            "c1,c2",
+            "--label-selectors",
+            "env=prod",
+            "--count",
+            "1",
+        ],
+    ));
+    assert_eq!(first_line(&out), "placement placing/web created");
+    let placements: Api<Placement> = Api::namespaced(client.clone(), "placing");
+    let spec = placements.get("web").await.unwrap().spec;
+    assert_eq!(spec.cluster_sets, ["global"]);
+    assert_eq!(spec.number_of_clusters, Some(1));
+    let selector = &spec.predicates[0].required_cluster_selector;
+    assert_eq!(
+        selector.label_selector.match_labels.as_ref().unwrap()["env"],
+        "prod"
+    );
+    assert_eq!(
+        selector.cel_selector.cel_expressions,
+        ["managedCluster.metadata.name in ['c1', 'c2']"]
+    );
+
+    // It exists: refused without --overwrite, replaced with it.
+    let stderr = refused(flotilla(
+        hub.admin_kubeconfig(),
+        &["create", "placement", "web", "-n", "placing"],
+    ));
+    assert_eq!(
+        first_line(&stderr),
+        "error: placement placing/web already exists; pass --overwrite to replace its spec",
+        "{stderr}"
+    );
+    let out = ok(flotilla(
+        hub.admin_kubeconfig(),
+        &[
+            "create",
+            "placement",
+            "web",
+            "-n",
+            "placing",
+            "--overwrite",
+            "--num-clusters",
+            "2",
+        ],
+    ));
+    assert_eq!(first_line(&out), "placement placing/web replaced");
+    let spec = placements.get("web").await.unwrap().spec;
+    assert_eq!(spec.number_of_clusters, Some(2));
+    assert!(spec.predicates.is_empty() && spec.cluster_sets.is_empty());
+
+    // A selector that cannot be read names the term.
+    let stderr = refused(flotilla(
+        hub.admin_kubeconfig(),
+        &[
+            "create",
+            "placement",
+            "bad",
+            "-n",
+            "placing",
+            "--label-selectors",
+            "env in prod",
+        ],
+    ));
+    assert_eq!(
+        first_line(&stderr),
+        "error: --label-selectors: label selector \"env in prod\": values of in/notin go in parentheses",
+        "{stderr}"
+    );
+}

@@ -86,6 +86,20 @@ pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
     find(conditions, type_).is_some_and(|c| c.status == TRUE)
 }
 
+/// The condition of type `type_` in `after` when it is new or its status, reason or observed
+/// generation differ from `before`: a change worth telling a person about (an Event), where a
+/// new message alone (a count, a detail) is not.
+pub fn changed<'a>(before: &[Condition], after: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    let new = find(after, type_)?;
+    let old = find(before, type_);
+    old.is_none_or(|old| {
+        old.status != new.status
+            || old.reason != new.reason
+            || old.observed_generation != new.observed_generation
+    })
+    .then_some(new)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +135,40 @@ mod tests {
         assert!(set(&mut conditions, ready(FALSE, "Bad"), at(30)));
         assert_eq!(conditions[0].last_transition_time, Time(at(30)));
         assert_eq!(conditions[0].reason, "Bad");
+    }
+
+    #[test]
+    fn a_change_is_a_new_status_reason_or_generation_not_a_new_message() {
+        let mut before = Vec::new();
+        set(&mut before, ready(TRUE, "Good"), at(10));
+        let mut after = before.clone();
+        assert_eq!(
+            changed(&[], &after, "Ready").map(|c| c.reason.as_str()),
+            Some("Good")
+        );
+        assert!(changed(&before, &after, "Ready").is_none());
+        set(
+            &mut after,
+            NewCondition {
+                message: "other".into(),
+                ..ready(TRUE, "Good")
+            },
+            at(20),
+        );
+        assert!(changed(&before, &after, "Ready").is_none());
+        set(&mut after, ready(FALSE, "Bad"), at(30));
+        assert_eq!(
+            changed(&before, &after, "Ready").map(|c| c.reason.as_str()),
+            Some("Bad")
+        );
+        let next_generation = NewCondition {
+            observed_generation: Some(2),
+            ..ready(TRUE, "Good")
+        };
+        let mut regenerated = before.clone();
+        set(&mut regenerated, next_generation, at(40));
+        assert!(changed(&before, &regenerated, "Ready").is_some());
+        assert!(changed(&before, &[], "Ready").is_none());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Label selectors (`metav1.LabelSelector`) evaluated against a set of labels, with the same
 //! semantics as `metav1.LabelSelectorAsSelector`: every `matchLabels` entry and every
 //! `matchExpressions` requirement must hold; an empty selector matches everything.
-//! Cluster-claim selectors reuse the requirements over claim name → value.
+//! Cluster-claim selectors reuse the requirements over claim name → value. [`parse`] reads
+//! the string form people type (`kubectl -l`, clusteradm's `--label-selectors`).
 
 use std::collections::BTreeMap;
 
@@ -91,8 +92,136 @@ fn requirement_holds(r: &LabelSelectorRequirement, values: &BTreeMap<String, Str
     }
 }
 
+/// Why a selector string cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("label selector {text:?}: {problem}")]
+pub struct ParseError {
+    /// The term that could not be read.
+    pub text: String,
+    /// What is wrong with it.
+    pub problem: &'static str,
+}
+
+/// Reads a selector as `metav1.ParseToLabelSelector` does: comma-separated terms `k=v` (or
+/// `k==v`, a `matchLabels` entry), `k!=v` (`NotIn`), `k in (a,b)`, `k notin (a,b)`, `k`
+/// (`Exists`) and `!k` (`DoesNotExist`).
+pub fn parse(text: &str) -> Result<LabelSelector, ParseError> {
+    let mut selector = LabelSelector::default();
+    let mut labels = BTreeMap::new();
+    let mut expressions = Vec::new();
+    for term in split_terms(text) {
+        let term = term.trim();
+        let error = |problem| ParseError {
+            text: term.to_owned(),
+            problem,
+        };
+        if term.is_empty() {
+            return Err(error("an empty term"));
+        }
+        let requirement = |key: &str, operator: &str, values: Option<Vec<String>>| LabelSelectorRequirement {
+            key: key.trim().to_owned(),
+            operator: operator.to_owned(),
+            values,
+        };
+        if let Some(key) = term.strip_prefix('!') {
+            expressions.push(requirement(key, "DoesNotExist", None));
+        } else if let Some((key, value)) = term.split_once("!=") {
+            expressions.push(requirement(key, "NotIn", Some(vec![value.trim().to_owned()])));
+        } else if let Some((key, value)) = term.split_once("==").or_else(|| term.split_once('=')) {
+            labels.insert(key.trim().to_owned(), value.trim().to_owned());
+        } else if let Some((key, rest)) = term.split_once(' ') {
+            let rest = rest.trim();
+            let (operator, list) = if let Some(list) = rest.strip_prefix("notin") {
+                ("NotIn", list)
+            } else if let Some(list) = rest.strip_prefix("in") {
+                ("In", list)
+            } else {
+                return Err(error("expected =, !=, in or notin after the key"));
+            };
+            let list = list
+                .trim()
+                .strip_prefix('(')
+                .and_then(|l| l.strip_suffix(')'))
+                .ok_or_else(|| error("values of in/notin go in parentheses"))?;
+            let values: Vec<String> = list.split(',').map(|v| v.trim().to_owned()).collect();
+            if values.iter().any(String::is_empty) {
+                return Err(error("an empty value in parentheses"));
+            }
+            expressions.push(requirement(key, operator, Some(values)));
+        } else {
+            expressions.push(requirement(term, "Exists", None));
+        }
+    }
+    if labels
+        .keys()
+        .chain(expressions.iter().map(|e| &e.key))
+        .any(String::is_empty)
+    {
+        return Err(ParseError {
+            text: text.to_owned(),
+            problem: "a term without a key",
+        });
+    }
+    selector.match_labels = (!labels.is_empty()).then_some(labels);
+    selector.match_expressions = (!expressions.is_empty()).then_some(expressions);
+    Ok(selector)
+}
+
+/// `text` split at the commas outside parentheses.
+fn split_terms(text: &str) -> Vec<&str> {
+    let mut terms = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (at, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                terms.push(&text[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&text[start..]);
+    terms
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_typed_selector_reads_as_kubectl_reads_it() {
+        let parsed =
+            parse("env=prod, tier==web,zone!=a,region in (eu, us),gpu,!legacy,os notin (win)").unwrap();
+        let labels = parsed.match_labels.unwrap();
+        assert_eq!(labels.get("env").map(String::as_str), Some("prod"));
+        assert_eq!(labels.get("tier").map(String::as_str), Some("web"));
+        let expressions: Vec<(String, String, Option<Vec<String>>)> = parsed
+            .match_expressions
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.key, e.operator, e.values))
+            .collect();
+        let v = |values: &[&str]| Some(values.iter().map(|s| (*s).to_owned()).collect());
+        assert_eq!(
+            expressions,
+            [
+                ("zone".into(), "NotIn".into(), v(&["a"])),
+                ("region".into(), "In".into(), v(&["eu", "us"])),
+                ("gpu".into(), "Exists".into(), None),
+                ("legacy".into(), "DoesNotExist".into(), None),
+                ("os".into(), "NotIn".into(), v(&["win"])),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_selector_that_cannot_be_read_says_which_term() {
+        assert_eq!(parse("env=prod,,x").unwrap_err().problem, "an empty term");
+        assert_eq!(parse("region in eu").unwrap_err().text, "region in eu");
+        assert!(parse("=prod").is_err());
+        assert!(parse("region in (eu,)").is_err());
+    }
+
     use rstest::rstest;
 
     use super::*;

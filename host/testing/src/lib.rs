@@ -1,8 +1,8 @@
 //! Real parts for tests: local Kubernetes control planes and OCI registries on loopback (from
 //! `flotilla-localenv`, the product crate behind `flotilla up`, re-exported here so tests name
 //! one crate), plus test-only helpers: control planes and controllers shared by the tests of
-//! one test binary, test logging, a real forward proxy (tinyproxy, stunnel) on loopback, and a
-//! network namespace that reaches the host at one address only.
+//! one test binary, the Events about an object, test logging, a real forward proxy (tinyproxy,
+//! stunnel) on loopback, and a network namespace that reaches the host at one address only.
 //!
 //! ```no_run
 //! # async fn demo() -> flotilla_testing::Result<()> {
@@ -12,6 +12,7 @@
 //! # let _ = (admin, intruder); Ok(()) }
 //! ```
 
+pub mod events;
 pub mod netns;
 pub mod proxy;
 pub mod shared;

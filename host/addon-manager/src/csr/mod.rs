@@ -64,7 +64,7 @@ pub(crate) async fn run(
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
-            controller: "addon-manager".into(),
+            controller: crate::EVENT_REPORTER.into(),
             instance: None,
         },
     );

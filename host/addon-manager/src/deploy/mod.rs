@@ -29,6 +29,7 @@ use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn}
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::ManifestWork;
+use flotilla_kube::events::Events;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
@@ -39,6 +40,8 @@ use crate::{Options, UnseenWrites};
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
+    /// Events on the add-ons: manifests applied or failing, their progress.
+    pub(crate) events: Events,
     /// ManagedClusters, slimmed to what rendering reads ([`crate::slim_cluster`]).
     pub(crate) clusters: Store<ManagedCluster>,
     /// ClusterManagementAddOns.
@@ -106,6 +109,7 @@ pub(crate) async fn run(
     configs: Arc<ReleasedConfigs>,
     writes: crate::AddonWrites,
     (addons, addon_changes): crate::AddonView,
+    events: Events,
     options: Options,
 ) {
     let controller =
@@ -137,6 +141,7 @@ pub(crate) async fn run(
     let store = controller.store();
     let context = Arc::new(Context {
         client,
+        events,
         clusters,
         cmas,
         works,

@@ -45,8 +45,10 @@ use flotilla_core::addon::works::{
     hook_work_completed, manifest_configs, pre_delete_hook, pre_delete_work, validate_manifests,
 };
 use flotilla_core::conditions::{self, NewCondition};
+use flotilla_kube::events::{self, ConditionEvent};
 use flotilla_wasm::inputs;
 use flotilla_wasm::types::ResolvedConfig;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -58,6 +60,27 @@ use super::Context;
 use crate::configs::observed;
 use crate::error::{self, Result};
 use crate::plugins::Served;
+
+/// The add-on conditions whose changes the deploy reports as Events on the add-on, with OCM's
+/// reasons: `ManifestApplied` (`AddonManifestApplied`, `ManifestWorkApplyFailed`, ...) and
+/// `Progressing` (`Progressing`, `Completed`, `Failed`, ...).
+const DEPLOY_EVENTS: &[ConditionEvent] = &[
+    ConditionEvent {
+        type_: mca::CONDITION_MANIFEST_APPLIED,
+        action: "Deploy",
+        warning: events::when_false,
+    },
+    ConditionEvent {
+        type_: mca::CONDITION_PROGRESSING,
+        action: "Deploy",
+        warning: progress_failed,
+    },
+];
+
+/// `Progressing` is a Warning only when the rollout to the add-on failed.
+fn progress_failed(condition: &Condition) -> bool {
+    condition.reason == mca::REASON_FAILED
+}
 
 /// Records in `work` the hash of its spec, for [`unchanged`].
 fn stamp_spec_hash(work: &mut ManifestWork) {
@@ -167,9 +190,18 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         }
         Served::Unavailable(message) => {
             // Say why and keep the works as they are; the retry picks up a template created later.
-            let mut status = addon.status.clone().unwrap_or_default();
+            let before = addon.status.clone().unwrap_or_default();
+            let mut status = before.clone();
             set(&mut status, manifests_not_rendered(&message), Timestamp::now());
             crate::write_addon_status(&ctx.writes, &api, &addon, &status).await?;
+            ctx.events
+                .conditions(
+                    addon.as_ref(),
+                    &before.conditions,
+                    &status.conditions,
+                    DEPLOY_EVENTS,
+                )
+                .await;
             return Ok(Action::requeue(ctx.options.retry));
         }
     };
@@ -218,6 +250,14 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     } == status;
     if configs_released(&desired_status) || !only_supported_configs {
         let written = crate::write_addon_status(&ctx.writes, &api, &addon, &desired_status).await?;
+        ctx.events
+            .conditions(
+                addon.as_ref(),
+                &status.conditions,
+                &desired_status.conditions,
+                DEPLOY_EVENTS,
+            )
+            .await;
         // The annotation patch below starts from the status just written.
         if let Some(written) = written {
             addon = Arc::new(written);

@@ -28,6 +28,7 @@ use flotilla_api::work::v1::{
 };
 use flotilla_core::addon::health::{Prober, keep_for_assess};
 use flotilla_core::addon::works::ProbeFeedback;
+use flotilla_kube::events::Events;
 use flotilla_wasm::types::{self, HealthMode};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::utils::PredicateConfig;
@@ -39,6 +40,8 @@ use crate::Options;
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
+    /// Events on the add-ons: a change of availability.
+    pub(crate) events: Events,
     /// ManagedClusters with their conditions ([`crate::cluster_with_conditions`]).
     pub(crate) clusters: Store<ManagedCluster>,
     /// ClusterManagementAddOns.
@@ -145,6 +148,7 @@ pub(crate) async fn run(
     plugins: Arc<Plugins>,
     writes: crate::AddonWrites,
     (addons, addon_changes): crate::AddonView,
+    events: Events,
     options: Options,
 ) {
     let controller =
@@ -175,6 +179,7 @@ pub(crate) async fn run(
         );
     let context = Arc::new(Context {
         client,
+        events,
         clusters,
         cmas,
         works,

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use flotilla_api::addon::consts::ADDON_NAME_LABEL;
+use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
 use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::work::v1::{FieldValue, ValueType};
@@ -15,6 +15,7 @@ use flotilla_core::addon::health::{
 };
 use flotilla_core::addon::install::is_managed_by_addon_manager;
 use flotilla_core::conditions;
+use flotilla_kube::events::{self, ConditionEvent};
 use flotilla_wasm::inputs;
 use flotilla_wasm::types::{FeedbackField, FeedbackValue, HealthStatus, ResourceIdentifier};
 use k8s_openapi::jiff::Timestamp;
@@ -25,6 +26,15 @@ use kube::{Api, ResourceExt};
 use super::{Context, prober};
 use crate::error::Result;
 use crate::plugins::Served;
+
+/// The add-on's `Available` changes, reported as Events on the add-on with OCM's reasons
+/// (`ProbeAvailable`, `ProbeUnavailable`, `NoProbeResult`, `WorkApplyFailed`, ...): a Warning
+/// unless it is available.
+const HEALTH_EVENTS: &[ConditionEvent] = &[ConditionEvent {
+    type_: mca::CONDITION_AVAILABLE,
+    action: "CheckHealth",
+    warning: events::unless_true,
+}];
 
 /// Checks one add-on's health (see the module docs).
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
@@ -101,6 +111,14 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     // Written with the add-on's next write, or on its own within a second.
     if crate::defer_addon_status(&ctx.writes, &api, &addon, &desired)? {
         tracing::debug!(addon = %name, cluster = %namespace, "health status updated");
+        ctx.events
+            .conditions(
+                addon.as_ref(),
+                &current.conditions,
+                &desired.conditions,
+                HEALTH_EVENTS,
+            )
+            .await;
     }
     Ok(Action::requeue(ctx.options.resync))
 }

@@ -31,6 +31,7 @@ use flotilla_api::addon::v1alpha1::{
 use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
+use flotilla_kube::events::Events;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -42,6 +43,8 @@ use crate::{Options, UnseenWrites};
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
+    /// Events on the ClusterManagementAddOns: a placement's rollout progressing or completed.
+    pub(crate) events: Events,
     /// Every ManagedClusterAddOn (managed fields dropped): a batch is planned from this cache,
     /// not a list of every add-on per reconcile.
     pub(crate) addons: Store<ManagedClusterAddOn>,
@@ -86,6 +89,7 @@ pub(crate) async fn run(
     plugins: Arc<Plugins>,
     writes: crate::AddonWrites,
     (addons, addon_changes): crate::AddonView,
+    events: Events,
     options: Options,
 ) {
     let controller = Controller::new(
@@ -160,6 +164,7 @@ pub(crate) async fn run(
         );
     let context = Arc::new(Context {
         client,
+        events,
         addons,
         unseen: UnseenWrites::default(),
         plugins,

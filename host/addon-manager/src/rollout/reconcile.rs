@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use flotilla_api::addon::consts::cluster_management_addon as cma;
 use flotilla_api::addon::v1alpha1::{
     ClusterManagementAddOn, ClusterManagementAddOnStatus, ManagedClusterAddOn,
 };
@@ -36,7 +37,9 @@ use flotilla_core::addon::revision::{AddonRevisions, RELEASED_REVISION_ANNOTATIO
 use flotilla_core::addon::rollout::{AddonInput, PlacementInput, PlacementProblem, plan_configuration};
 use flotilla_core::conditions;
 use flotilla_core::rollout::ClusterGroups;
+use flotilla_kube::events::{self, ConditionEvent};
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -113,6 +116,21 @@ async fn release_revision(
         )))?;
     tracing::info!(addon = %addon.name_any(), cluster = %addon.namespace().unwrap_or_default(), %revision, "plugin revision released");
     Ok(written)
+}
+
+/// A placement's rollout of the add-on's configs, reported as Events on the
+/// ClusterManagementAddOn with OCM's reasons: `Progressing`, then `Completed` once every
+/// configured add-on applied them; a placement that cannot roll out (`PlacementNotFound`,
+/// `RolloutStrategyInvalid`) is a Warning.
+const ROLLOUT_EVENTS: &[ConditionEvent] = &[ConditionEvent {
+    type_: cma::CONDITION_PROGRESSING,
+    action: "RollOut",
+    warning: cannot_roll_out,
+}];
+
+/// `Progressing` False for another reason than completion.
+fn cannot_roll_out(condition: &Condition) -> bool {
+    events::when_false(condition) && condition.reason != cma::REASON_COMPLETED
 }
 
 /// Releases configs to the add-ons of `cma` as its rollout strategies allow.
@@ -326,6 +344,25 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
     if desired != previous {
         let api: Api<ClusterManagementAddOn> = Api::all(client.clone());
         flotilla_kube::status::patch_if_changed(&api, cma.as_ref(), Some(&previous), &desired).await?;
+        for progression in &desired.install_progressions {
+            let placement = &progression.placement;
+            let before = previous
+                .install_progressions
+                .iter()
+                .find(|p| p.placement == *placement)
+                .map(|p| p.conditions.as_slice())
+                .unwrap_or_default();
+            let part = format!("placement {}/{}", placement.namespace, placement.name);
+            ctx.events
+                .conditions_of(
+                    cma.as_ref(),
+                    Some(&part),
+                    before,
+                    &progression.conditions,
+                    ROLLOUT_EVENTS,
+                )
+                .await;
+        }
     }
     if let Some(e) = failure {
         return Err(e);

@@ -25,7 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 
 pub const TIMEOUT: Duration = Duration::from_secs(90);
 /// Namespace of the plugins' ConfigMaps.
@@ -389,4 +389,47 @@ pub fn spawn_agent(client: Client, prefix: &'static str, failing: Failing) {
                 .await;
         }
     });
+}
+
+/// The add-ons' install namespace on the managed cluster.
+pub const AGENT_NAMESPACE: &str = "open-cluster-management-agent-addon";
+
+/// Stands in for the work agent: `work` Applied and Available, with `feedback` for Deployment
+/// `deployment` in the agent namespace.
+pub async fn report_feedback(client: &Client, work: &ManifestWork, deployment: &str, feedback: Value) {
+    let generation = work.metadata.generation.unwrap_or_default();
+    let now = Time(Timestamp::now());
+    let condition = |type_: &str, reason: &str| {
+        json!({"type": type_, "status": "True", "reason": reason, "message": "",
+               "observedGeneration": generation, "lastTransitionTime": now})
+    };
+    Api::<ManifestWork>::namespaced(client.clone(), &work.namespace().unwrap_or_default())
+        .patch_status(
+            &work.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [
+                    condition("Applied", "AppliedManifestWorkComplete"),
+                    condition("Available", "ResourcesAvailable"),
+                ],
+                "resourceStatus": {"manifests": [{
+                    "resourceMeta": {"ordinal": 0, "group": "apps", "version": "v1", "kind": "Deployment",
+                                     "resource": "deployments", "name": deployment, "namespace": AGENT_NAMESPACE},
+                    "statusFeedback": {"values": feedback},
+                    "conditions": [],
+                }]},
+            }})),
+        )
+        .await
+        .expect("report work status");
+}
+
+/// An Integer feedback value.
+pub fn int(name: &str, value: i64) -> Value {
+    json!({"name": name, "fieldValue": {"type": "Integer", "integer": value}})
+}
+
+/// A String feedback value.
+pub fn text(name: &str, value: &str) -> Value {
+    json!({"name": name, "fieldValue": {"type": "String", "string": value}})
 }

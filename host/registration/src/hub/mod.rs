@@ -139,5 +139,5 @@ impl Context {
     }
 }
 
-/// The `reportingController` of the hub's Events.
-pub(super) const EVENT_REPORTER: &str = "flotilla-hub";
+/// The `reportingController` of the hub's Events (every hub controller's).
+pub const EVENT_REPORTER: &str = "flotilla-hub";

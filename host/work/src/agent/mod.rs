@@ -122,7 +122,15 @@ pub(crate) struct Context {
     pub applied: reflector::Store<AppliedManifestWork>,
     /// On-demand watches of applied objects (watched feedback, drift).
     pub watches: watch::Watches,
+    /// Events on the works, in the cluster namespace on the hub (the agent's hub role may
+    /// create them there).
+    pub hub_events: flotilla_kube::events::Events,
+    /// Events on the AppliedManifestWorks, on the managed cluster.
+    pub managed_events: flotilla_kube::events::Events,
 }
+
+/// The `reportingController` of the work agent's Events (OCM's component name).
+pub(crate) const EVENT_REPORTER: &str = "work-agent";
 
 /// Hash of whether `object` is being deleted: with the generation, what wakes the controllers
 /// (a finalizer or status written by the agent itself changes neither).
@@ -183,6 +191,8 @@ async fn run_controllers(managed: Client, options: AgentOptions, connection: hub
 
     let hash = hub_hash(&connection.server);
     let context = Arc::new(Context {
+        hub_events: flotilla_kube::events::Events::new(connection.client.clone(), EVENT_REPORTER),
+        managed_events: flotilla_kube::events::Events::new(managed.clone(), EVENT_REPORTER),
         hub: connection.client,
         managed: managed.clone(),
         cluster: connection.cluster,

@@ -17,6 +17,12 @@ use kube::{
 
 use crate::agent::{Context, Error, Result, cleanup::cleanup_resources};
 
+/// Reason of the Event on an AppliedManifestWork whose work left the hub: the grace period
+/// starts (OCM only logs it; the name is Flotilla's).
+const REASON_EVICTION_STARTED: &str = "AppliedManifestWorkEvictionStarted";
+/// Reason of the Event on an AppliedManifestWork deleted once the grace period ran out.
+const REASON_EVICTED: &str = "AppliedManifestWorkEvicted";
+
 /// Reconciles `applied`.
 pub(crate) async fn reconcile(applied: Arc<AppliedManifestWork>, ctx: Arc<Context>) -> Result<Action> {
     let api: Api<AppliedManifestWork> = Api::all(ctx.managed.clone());
@@ -69,6 +75,17 @@ pub(crate) async fn reconcile(applied: Arc<AppliedManifestWork>, ctx: Arc<Contex
                 api.delete(&name, &DeleteParams::default())
                     .await
                     .map_err(Error::kube(format!("evict AppliedManifestWork {name}")))?;
+                ctx.managed_events
+                    .warning(
+                        applied.as_ref(),
+                        REASON_EVICTED,
+                        "Evict",
+                        format!(
+                            "ManifestWork {work_name} is gone from the hub for the whole eviction grace period ({}s); its resources are deleted",
+                            grace.as_secs()
+                        ),
+                    )
+                    .await;
                 return Ok(Action::await_change());
             }
             (
@@ -77,10 +94,24 @@ pub(crate) async fn reconcile(applied: Arc<AppliedManifestWork>, ctx: Arc<Contex
             )
         }
     };
+    let starts = status.eviction_start_time.is_none() && desired_start.is_some();
     let desired = AppliedManifestWorkStatus {
         eviction_start_time: desired_start,
         ..status.clone()
     };
     super::patch_status(&api, applied.as_ref(), &desired).await?;
+    if starts {
+        ctx.managed_events
+            .normal(
+                applied.as_ref(),
+                REASON_EVICTION_STARTED,
+                "Evict",
+                format!(
+                    "ManifestWork {work_name} is gone from the hub; its resources are deleted unless it returns within {}s",
+                    grace.as_secs()
+                ),
+            )
+            .await;
+    }
     Ok(action)
 }

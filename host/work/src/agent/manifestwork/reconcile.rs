@@ -20,7 +20,10 @@
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use flotilla_api::work::{
-    consts::{APPLIED_MANIFEST_WORK_FINALIZER, MANIFEST_WORK_FINALIZER, manifest_work::CONDITION_COMPLETE},
+    consts::{
+        APPLIED_MANIFEST_WORK_FINALIZER, MANIFEST_WORK_FINALIZER,
+        manifest_work::{CONDITION_APPLIED, CONDITION_AVAILABLE, CONDITION_COMPLETE},
+    },
     v1::{
         AppliedManifestResourceMeta, AppliedManifestWork, AppliedManifestWorkSpec, AppliedManifestWorkStatus,
         FeedbackScrapeType, ManifestCondition, ManifestConfigOption, ManifestResourceMeta, ManifestWork,
@@ -41,6 +44,7 @@ use flotilla_core::{
         watch::{MetadataKeys, Wake, WatchedKind, WatchedObject},
     },
 };
+use flotilla_kube::events::{self, ConditionEvent};
 use futures::{StreamExt as _, stream};
 use k8s_openapi::{
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition, jiff::Timestamp,
@@ -56,6 +60,22 @@ use kube::{
 use serde_json::Value;
 
 use crate::agent::{Context, Error, Result, apply, cleanup, executor};
+
+/// The work conditions whose changes the agent reports as Events on the work, with OCM's
+/// reasons (`AppliedManifestWorkComplete`/`AppliedManifestWorkFailed`, `ResourcesAvailable`/
+/// `ResourcesNotAvailable`/`ResourcesStatusUnknown`).
+const WORK_EVENTS: &[ConditionEvent] = &[
+    ConditionEvent {
+        type_: CONDITION_APPLIED,
+        action: "Apply",
+        warning: events::when_false,
+    },
+    ConditionEvent {
+        type_: CONDITION_AVAILABLE,
+        action: "Apply",
+        warning: events::when_false,
+    },
+];
 
 /// What happened to one manifest in this reconcile.
 struct ManifestResult {
@@ -244,6 +264,7 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
     // recorded. Written at once, a failed record write (a conflict) beside a successful status
     // write let a spec change that followed at once forget a dropped object, left behind.
     crate::agent::appliedmanifestwork::patch_status(&applied_api, &applied, &desired_applied).await?;
+    let after = desired_status.conditions.clone();
     flotilla_kube::status::replace_if_changed(
         &works,
         work.as_ref(),
@@ -252,6 +273,9 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
         |w, status| w.status = Some(status),
     )
     .await?;
+    ctx.hub_events
+        .conditions(work.as_ref(), &status.conditions, &after, WORK_EVENTS)
+        .await;
     ctx.watches.set(&work.name_any(), watched);
 
     if let Some(error) = cleanup_error {

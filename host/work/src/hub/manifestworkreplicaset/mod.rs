@@ -34,6 +34,8 @@ pub(super) struct Context {
     pub(super) client: Client,
     /// Longest requeue.
     pub(super) options: HubOptions,
+    /// Events on the replica sets.
+    pub(super) events: flotilla_kube::events::Events,
 }
 
 /// The replica sets in `namespace` that refer to placement `placement`.
@@ -91,7 +93,13 @@ pub(super) async fn run(client: Client, options: HubOptions) {
                 )
             },
         );
-    let context = Arc::new(Context { client, options });
+    let events =
+        flotilla_kube::events::Events::new(client.clone(), flotilla_registration::hub::EVENT_REPORTER);
+    let context = Arc::new(Context {
+        client,
+        options,
+        events,
+    });
     flotilla_kube::controller::run(
         "manifestworkreplicaset",
         controller,

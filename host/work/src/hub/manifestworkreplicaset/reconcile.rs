@@ -20,14 +20,19 @@ use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
 use flotilla_api::work::consts::{
     MANIFEST_WORK_REPLICA_SET_FINALIZER, MANIFEST_WORK_REPLICA_SET_LABEL, PLACEMENT_NAME_LABEL,
-    manifest_work_replica_set::{CONDITION_MANIFESTWORK_APPLIED, REASON_INVALID_MANIFEST_WORK_NAME},
+    manifest_work_replica_set::{
+        CONDITION_MANIFESTWORK_APPLIED, CONDITION_PLACEMENT_ROLLED_OUT, CONDITION_PLACEMENT_VERIFIED,
+        REASON_INVALID_MANIFEST_WORK_NAME, REASON_PROCESSING,
+    },
 };
 use flotilla_api::work::v1::ManifestWork;
 use flotilla_api::work::v1alpha1::{CascadeDeletionPolicy, ManifestWorkReplicaSet};
 use flotilla_core::conditions::{self, FALSE, NewCondition};
 use flotilla_core::rollout::{self, ClusterGroups, ClusterState};
 use flotilla_core::work::replicaset::{self, PlacementOutcome};
+use flotilla_kube::events::{self, ConditionEvent};
 use flotilla_kube::{finalizer, status};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -36,6 +41,31 @@ use serde_json::json;
 
 use super::Context;
 use crate::hub::error::{Error, Result};
+
+/// The conditions whose changes are reported as Events on the replica set, with OCM's reasons:
+/// placements found or not, the rollout progressing and complete, works applied or failing.
+const SET_EVENTS: &[ConditionEvent] = &[
+    ConditionEvent {
+        type_: CONDITION_PLACEMENT_VERIFIED,
+        action: "VerifyPlacement",
+        warning: events::when_false,
+    },
+    ConditionEvent {
+        type_: CONDITION_PLACEMENT_ROLLED_OUT,
+        action: "RollOut",
+        warning: events::never,
+    },
+    ConditionEvent {
+        type_: CONDITION_MANIFESTWORK_APPLIED,
+        action: "Apply",
+        warning: failed_not_processing,
+    },
+];
+
+/// `ManifestworkApplied` False is a Warning unless the works are still being processed.
+fn failed_not_processing(condition: &Condition) -> bool {
+    events::when_false(condition) && condition.reason != REASON_PROCESSING
+}
 
 /// Reconciles one ManifestWorkReplicaSet (see the module docs).
 pub(super) async fn reconcile(set: Arc<ManifestWorkReplicaSet>, context: Arc<Context>) -> Result<Action> {
@@ -78,6 +108,15 @@ pub(super) async fn reconcile(set: Arc<ManifestWorkReplicaSet>, context: Arc<Con
         };
         conditions::set(&mut desired.conditions, condition, now);
         status::patch_if_changed(&sets, set.as_ref(), set.status.as_ref(), &desired).await?;
+        context
+            .events
+            .conditions(
+                set.as_ref(),
+                &previous.conditions,
+                &desired.conditions,
+                SET_EVENTS,
+            )
+            .await;
         return Ok(Action::await_change());
     }
 
@@ -222,6 +261,15 @@ pub(super) async fn reconcile(set: Arc<ManifestWorkReplicaSet>, context: Arc<Con
     }
     let desired = replicaset::status(&previous, &outcomes, &by_placement, template, now);
     status::patch_if_changed(&sets, set.as_ref(), set.status.as_ref(), &desired).await?;
+    context
+        .events
+        .conditions(
+            set.as_ref(),
+            &previous.conditions,
+            &desired.conditions,
+            SET_EVENTS,
+        )
+        .await;
     if let Some(error) = errors.into_iter().next() {
         return Err(error);
     }
