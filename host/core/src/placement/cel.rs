@@ -15,9 +15,9 @@
 //!   misconfiguration the user sees in `PlacementMisconfigured`.
 //! - while running: comprehensions are CEL's only loops, and the estimate cannot know how long
 //!   a list built at run time is (`lists.range(n)` with a computed `n`, agent-written claims).
-//!   So each compiled program is rewritten to report every iteration, and every element a
-//!   `map`/`filter` produces (by its size), to a [`Meter`] (functions whose `@` names CEL source
-//!   cannot call). One expression on one cluster may spend [`COST_LIMIT`]: past it that cluster
+//!   So each compiled program is rewritten to report every iteration, every element a
+//!   `map`/`filter` produces (by its size) and every list `lists.range` builds to a [`Meter`]
+//!   (functions whose `@` names CEL source cannot call). One expression on one cluster may spend [`COST_LIMIT`]: past it that cluster
 //!   does not match (as an evaluation error in OCM) and the decision event says why. A whole
 //!   placement's evaluation may take [`EVALUATION_DEADLINE`]: past it the placement is
 //!   misconfigured until its spec changes, so a hostile expression costs the scheduler that
@@ -27,6 +27,7 @@
 //!  source ─compile─▶ estimate ≤ COST_LIMIT ─▶ rewrite: loop_cond := @within() && loop_cond
 //!                                                      map/filter items := @step(item)
 //!                                                      filter guard := @step_bool(guard)
+//!                                                      lists.range(n) := @step(lists.range(n))
 //!                                             ─▶ run with a Meter: per call ≤ COST_LIMIT,
 //!                                                per placement ≤ EVALUATION_DEADLINE
 //! ```
@@ -155,6 +156,12 @@ fn meter(expr: &mut IdedExpr) {
         }
         Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => {}
     }
+    // `lists.range(n)` builds a list of up to a million elements with no comprehension, so
+    // outside the iterations metered above: many of them in one expression would hold the
+    // scheduler and the hub's memory.
+    if matches!(&expr.expr, Expr::Call(call) if is_range(call)) {
+        wrap(STEP, expr);
+    }
 }
 
 fn meter_entry(entry: &mut EntryExpr) {
@@ -275,15 +282,20 @@ pub fn estimate(expr: &Expr) -> u64 {
     }
 }
 
-/// `n` of `lists.range(n)` with a literal `n`.
-fn literal_range(expr: &Expr) -> Option<u64> {
-    let Expr::Call(call) = expr else { return None };
-    let named_range = match &call.target {
+/// Whether `call` is `lists.range(…)`.
+fn is_range(call: &CallExpr) -> bool {
+    match &call.target {
         Some(target) => {
             call.func_name == "range" && matches!(&target.expr, Expr::Ident(lists) if lists == "lists")
         }
         None => call.func_name == "lists.range",
-    };
+    }
+}
+
+/// `n` of `lists.range(n)` with a literal `n`.
+fn literal_range(expr: &Expr) -> Option<u64> {
+    let Expr::Call(call) = expr else { return None };
+    let named_range = is_range(call);
     match call.args.as_slice() {
         [
             IdedExpr {
@@ -744,6 +756,20 @@ mod tests {
     fn expressions_the_estimate_cannot_size_stop_at_their_cost_limit(#[case] expr: &str) {
         assert!(compile(expr).is_ok(), "the estimate lets it through");
         assert_eq!(metered(expr, EVALUATION_DEADLINE), Err(Overrun::Cost));
+    }
+
+    /// Issue 25 (found with the `placement_cel` fuzz target): ranges built outside any
+    /// comprehension were not metered, so a list of them ran for seconds and could hold
+    /// gigabytes.
+    #[test]
+    fn ranges_outside_comprehensions_stop_at_their_cost_limit() {
+        let expr = "[lists.range(1000000), lists.range(1000000), lists.range(1000000)] == []";
+        assert!(compile(expr).is_ok(), "the estimate lets it through");
+        assert_eq!(metered(expr, EVALUATION_DEADLINE), Err(Overrun::Cost));
+        assert_eq!(
+            metered("lists.range(1000).size() == 1000", EVALUATION_DEADLINE),
+            Ok(true)
+        );
     }
 
     #[test]

@@ -68,13 +68,15 @@ pub fn parse(text: &str) -> Result<(i128, Format), QuantityError> {
     }
     let digits = format!("{whole}{fraction}");
     let digits = digits.trim_start_matches('0');
-    if digits.len() > 30 {
+    // As many digits as `i128::MAX` has, so that every sum `format` writes reads back; only
+    // ASCII digits are left, so parsing fails only past `i128::MAX`.
+    if digits.len() > 39 {
         return Err(too_large());
     }
     let mantissa: i128 = if digits.is_empty() {
         0
     } else {
-        digits.parse().map_err(|_| invalid())?
+        digits.parse().map_err(|_| too_large())?
     };
     let fraction_digits = i32::try_from(fraction.len()).map_err(|_| invalid())?;
 
@@ -104,8 +106,9 @@ pub fn parse(text: &str) -> Result<(i128, Format), QuantityError> {
             .ok_or_else(too_large)?
     } else {
         match 10i128.checked_pow(exponent.unsigned_abs()) {
-            // Round up to a whole nano-unit, as apimachinery does.
-            Some(divisor) => (scaled + divisor - 1) / divisor,
+            // Round up to a whole nano-unit, as apimachinery does (`scaled` is not negative;
+            // adding `divisor - 1` first could overflow).
+            Some(divisor) => scaled / divisor + i128::from(scaled % divisor != 0),
             None => i128::from(scaled > 0),
         }
     };
@@ -254,6 +257,37 @@ mod tests {
     #[case::zero(0, Format::BinarySi, "0")]
     fn sums_are_written_canonically(#[case] nanos: i128, #[case] format_: Format, #[case] text: &str) {
         assert_eq!(format(nanos, format_), text);
+    }
+
+    /// Issue 25 (found by the `quantity` fuzz target): 30 digits with a fraction read, but their
+    /// canonical form has 31 and was refused as too large.
+    #[test]
+    fn a_quantity_read_reads_again_once_written() {
+        let (nanos, format_) = parse("1111111111111111111111111111.5").unwrap();
+        let written = format(nanos, format_);
+        assert_eq!(written, "1111111111111111111111111111500m");
+        assert_eq!(parse(&written), Ok((nanos, format_)));
+        let largest = format(i128::MAX, Format::DecimalSi);
+        assert_eq!(parse(&largest), Ok((i128::MAX, Format::DecimalSi)));
+        assert!(matches!(
+            parse(&format!("{}0n", i128::MAX)),
+            Err(QuantityError::TooLarge(_))
+        ));
+    }
+
+    /// Issue 25: rounding a value within a nano-unit of `i128::MAX` up to whole nano-units
+    /// overflowed (a panic in debug builds, a negative capacity in release builds).
+    #[test]
+    fn rounding_up_near_the_largest_value_does_not_overflow() {
+        let mantissa = i128::MAX >> 30;
+        let text = "15845632502.8528675187087900671Gi";
+        assert_eq!(
+            text.bytes().filter(u8::is_ascii_digit).count(),
+            mantissa.to_string().len()
+        );
+        let scaled = mantissa << 30;
+        let divisor = 10i128.pow(10);
+        assert_eq!(parse(text), Ok((scaled / divisor + 1, Format::BinarySi)));
     }
 
     fn resources(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {

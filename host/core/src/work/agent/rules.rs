@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use cel::{Context, Program, Value as Cel, objects::Key};
+use cel::{Context, ExecutionError, Program, Value as Cel, objects::Key};
 use flotilla_api::work::{
     consts::manifest_work::{
         CONDITION_COMPLETE, REASON_CONDITION_RULE_EVALUATED, REASON_CONDITION_RULE_EXPRESSION_ERROR,
@@ -102,10 +102,43 @@ fn run(expression: &str, object: &Cel, result: Option<bool>) -> Result<Cel, Stri
         .map_err(|e| format!("expression {expression:?} does not compile: {e}"))?;
     program
         .execute(&context(object, result))
-        .map_err(|e| format!("expression {expression:?} failed: {e}"))
+        .map_err(|e| format!("expression {expression:?} failed: {}", failure(&e)))
 }
 
-/// Evaluates `expressions` (ANDed) and the message of a CEL rule.
+/// Why an expression failed, with the values involved named by their type (see
+/// [`cel_condition`]); errors that carry no value read as the `cel` crate writes them.
+fn failure(error: &ExecutionError) -> String {
+    use ExecutionError as E;
+    match error {
+        E::UnsupportedTargetType { target } => format!("invalid argument type: {}", target.type_of()),
+        E::NotSupportedAsMethod { method, target } => {
+            format!("method '{method}' not supported on type '{}'", target.type_of())
+        }
+        E::UnsupportedKeyType(key) => format!("unable to use a {} as a key", key.type_of()),
+        E::ValuesNotComparable(a, b) => format!("a {} can not be compared to a {}", a.type_of(), b.type_of()),
+        E::UnsupportedBinaryOperator(operator, a, b) => format!(
+            "unsupported binary operator '{operator}' on a {} and a {}",
+            a.type_of(),
+            b.type_of()
+        ),
+        E::UnsupportedIndex(index, target) => {
+            format!("cannot use a {} to index a {}", index.type_of(), target.type_of())
+        }
+        E::DivisionByZero(value) => format!("division by zero of a {}", value.type_of()),
+        E::RemainderByZero(value) => format!("remainder by zero of a {}", value.type_of()),
+        E::Overflow(operator, a, b) => format!(
+            "overflow from binary operator '{operator}' on a {} and a {}",
+            a.type_of(),
+            b.type_of()
+        ),
+        E::DuplicateKey(key) => format!("repeated key of type {}", key.type_of()),
+        other => other.to_string(),
+    }
+}
+
+/// Evaluates `expressions` (ANDed) and the message of a CEL rule. A value of the wrong type is
+/// named by its type, not printed: a printed map lists its keys in a different order each time
+/// (the status would change at every resync), and a value may be as large as the object.
 fn cel_condition(
     condition: &str,
     expressions: &[&str],
@@ -126,7 +159,10 @@ fn cel_condition(
                     type_: condition.to_owned(),
                     status: FALSE,
                     reason: REASON_CONDITION_RULE_EXPRESSION_ERROR,
-                    message: format!("expression {expression:?} gave {other:?}, not a boolean"),
+                    message: format!(
+                        "expression {expression:?} gave a {}, not a boolean",
+                        other.type_of()
+                    ),
                 };
             }
             Err(message) => {
@@ -145,7 +181,10 @@ fn cel_condition(
         match run(message_expression, object, Some(holds)) {
             Ok(Cel::String(text)) if !text.is_empty() => Some(text.to_string()),
             Ok(Cel::String(_)) => None,
-            Ok(other) => Some(format!("messageExpression gave {other:?}, not a string")),
+            Ok(other) => Some(format!(
+                "messageExpression gave a {}, not a string",
+                other.type_of()
+            )),
             Err(message) => Some(message),
         }
     }
@@ -268,6 +307,31 @@ mod tests {
             "{:?}",
             conditions[0]
         );
+    }
+
+    /// Issue 25 (found by the `condition_rules` fuzz target): messages printed maps, whose keys
+    /// come in a different order each time, so the condition never settled.
+    #[test]
+    fn messages_about_a_map_are_the_same_every_time() {
+        let message = |expressions: &[&str], message_expression: &str| {
+            let rule = cel_rule("Ready", expressions, message_expression);
+            evaluate(&[rule], "apps", "v1", "Deployment", &deployment(2))[0]
+                .message
+                .clone()
+        };
+        assert_eq!(
+            message(&["object.spec.replicas == 2"], "object.metadata"),
+            "messageExpression gave a map, not a string"
+        );
+        assert_eq!(
+            message(&["object.status"], ""),
+            "expression \"object.status\" gave a map, not a boolean"
+        );
+        let failed = message(&["object.status + object.spec < 1"], "");
+        assert!(!failed.contains("readyReplicas"), "{failed}");
+        for _ in 0..16 {
+            assert_eq!(message(&["object.status + object.spec < 1"], ""), failed);
+        }
     }
 
     #[test]
