@@ -156,12 +156,23 @@ fn meter(expr: &mut IdedExpr) {
         }
         Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => {}
     }
-    // `lists.range(n)` builds a list of up to a million elements with no comprehension, so
-    // outside the iterations metered above: many of them in one expression would hold the
-    // scheduler and the hub's memory.
-    if matches!(&expr.expr, Expr::Call(call) if is_range(call)) {
+    // A call can build a value much larger than its arguments with no comprehension at all:
+    // `lists.range(n)` a million elements, `'aaaa'.replace('a', 'aaaa')` chained fifteen times
+    // 4 GiB. Each such call's result is charged by its size, so the chain stops at the cost
+    // limit, long before the allocation that would take the hub down.
+    if matches!(&expr.expr, Expr::Call(call) if can_grow(call)) {
         wrap(STEP, expr);
     }
+}
+
+/// Whether `call` may return a value larger than its arguments: every function but CEL's
+/// operators (`_==_`, `!_`, `@in`, …), and `+`, except where a map or filter appends to its
+/// accumulator (`@result + [item]`, charged item by item already).
+fn can_grow(call: &CallExpr) -> bool {
+    let operator = call.func_name.starts_with(['_', '@', '!', '-']);
+    let appends =
+        matches!(call.args.first().map(|a| &a.expr), Some(Expr::Ident(name)) if name.starts_with('@'));
+    is_range(call) || !operator || (call.func_name == operators::ADD && !appends)
 }
 
 fn meter_entry(entry: &mut EntryExpr) {
@@ -791,6 +802,18 @@ mod tests {
     #[case::sort_by("[3, 1, 2].sortBy(x, x) == [1, 2, 3]")]
     fn metered_comprehensions_mean_what_they_did(#[case] expr: &str) {
         assert_eq!(metered(expr, EVALUATION_DEADLINE), Ok(true));
+    }
+
+    #[rstest]
+    #[case::replace_chain(&format!("'aaaa'{}.size() > 0", ".replace('a', 'aaaa')".repeat(15)))]
+    #[case::join_of_a_range(
+        "lists.range(size(managedCluster.metadata.name) * 400000).map(i, 'x').join('yyyyyyyy').size() > 0"
+    )]
+    fn values_that_grow_without_a_loop_stop_at_the_cost_limit(#[case] expr: &str) {
+        if compile(expr).is_err() {
+            return; // refused before it runs is fine too
+        }
+        assert_eq!(metered(expr, EVALUATION_DEADLINE), Err(Overrun::Cost));
     }
 
     #[test]
