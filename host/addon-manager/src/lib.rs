@@ -52,6 +52,7 @@ use std::time::Duration;
 use flotilla_wasm::PluginRegistry;
 use kube::Client;
 
+pub use csr::{CSR_REQUESTER_BURST, CSR_REQUESTER_REFILL};
 pub use error::{Error, Result};
 pub use plugins::Plugins;
 pub(crate) use writes::{AddonWrites, defer_addon_status, write_addon_status};

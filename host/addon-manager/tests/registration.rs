@@ -12,6 +12,7 @@
 mod support;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
 use flotilla_testing::wait;
@@ -920,4 +921,45 @@ async fn a_refused_answer_removes_the_permissions_an_earlier_answer_was_granted(
     })
     .await
     .expect("the add-on's applied permissions are removed with a refused answer");
+}
+
+#[tokio::test]
+async fn one_clusters_addon_csr_flood_waits_in_its_own_bucket_while_another_cluster_is_served() {
+    // Every add-on CSR that passes the labels costs the hub reads, a plugin call and an
+    // approval. Without a per requester bound one cluster's flood takes them all, in the same
+    // queue as every other cluster's requests.
+    let client = client().await;
+    allow_csr_creation(&client).await;
+    helloworld_on(&client, "reg-fl1").await;
+    helloworld_on(&client, "reg-fl2").await;
+    let flooder = agent("reg-fl1").await;
+    let started = std::time::Instant::now();
+    let burst = flotilla_addon_manager::CSR_REQUESTER_BURST as usize;
+    let mut flood = Vec::new();
+    for _ in 0..3 * burst {
+        flood.push(request(&flooder, &default_ask("reg-fl1", "helloworld")).await);
+    }
+    let other = request(&agent("reg-fl2").await, &default_ask("reg-fl2", "helloworld")).await;
+    await_csr(&client, &other, "the other cluster's CSR approved", approved).await;
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let elapsed = started.elapsed();
+    let csrs = Api::<CertificateSigningRequest>::all(client.clone());
+    let mut granted = 0;
+    for name in &flood {
+        if approved(&csrs.get(name).await.expect("flood CSR")) {
+            granted += 1;
+        }
+    }
+    let refills = (elapsed.as_secs_f64() / flotilla_addon_manager::CSR_REQUESTER_REFILL.as_secs_f64()).ceil();
+    let allowed = burst + refills as usize;
+    assert!(
+        granted >= burst,
+        "the flooding cluster still gets its burst: {granted}"
+    );
+    assert!(
+        granted <= allowed,
+        "{granted} of {} flood CSRs approved in {elapsed:?}; at most {allowed} allowed",
+        3 * burst
+    );
 }

@@ -11,6 +11,7 @@ pub mod names;
 pub mod placement;
 pub mod plugin_faults;
 pub mod plugin_sources;
+pub mod rate;
 pub mod registration;
 pub mod rollout;
 pub mod selector;

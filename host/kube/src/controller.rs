@@ -6,7 +6,12 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::{
     Resource,
-    runtime::{Controller, controller, reflector::ObjectRef},
+    api::{ObjectMeta, PartialObjectMeta},
+    runtime::{
+        Controller, WatchStreamExt as _, controller,
+        reflector::{self, ObjectRef},
+        watcher,
+    },
 };
 use serde::de::DeserializeOwned;
 use tracing::Instrument as _;
@@ -71,6 +76,48 @@ pub async fn run<K, C, E, F, Fut>(
     futures::join!(running, synced);
 }
 
+/// A controller over the metadata of every `K` that `config` selects, whose cache keeps of each
+/// object only its name, namespace, uid, resourceVersion and the labels named in `labels`.
+///
+/// For kinds that requesters write at any size and rate (CertificateSigningRequests: every
+/// cluster agent may create them): each object costs the cache a few hundred bytes, whatever
+/// its spec, annotations or managed fields carry, and the apiserver sends no more than that.
+/// Reconciles read the one object they work on.
+pub fn metadata_only<K>(
+    client: kube::Client,
+    config: watcher::Config,
+    labels: &'static [&'static str],
+) -> Controller<PartialObjectMeta<K>>
+where
+    K: Clone + Resource<DynamicType = ()> + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(kube::Api::<PartialObjectMeta<K>>::all(client), config)
+        .default_backoff()
+        .modify(move |object| keep_only(object, labels))
+        .reflect(writer)
+        .applied_objects();
+    Controller::for_stream(stream, store)
+}
+
+/// Drops everything of `object`'s metadata but its identity and the `labels` named.
+fn keep_only<K>(object: &mut PartialObjectMeta<K>, labels: &[&str]) {
+    let metadata = std::mem::take(&mut object.metadata);
+    object.metadata = ObjectMeta {
+        name: metadata.name,
+        namespace: metadata.namespace,
+        uid: metadata.uid,
+        resource_version: metadata.resource_version,
+        labels: metadata.labels.map(|found| {
+            found
+                .into_iter()
+                .filter(|(key, _)| labels.contains(&key.as_str()))
+                .collect()
+        }),
+        ..ObjectMeta::default()
+    };
+}
+
 /// The error policy of every controller: log, then back off with [`crate::backoff`]. Conflicts
 /// are routine where several writers share an object (an agent and several hub controllers
 /// write a ManagedCluster), so they are logged at debug level only.
@@ -110,7 +157,7 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::runtime::{reflector, watcher};
 
-    use super::cache_ready;
+    use super::{cache_ready, keep_only};
 
     /// Reconciles run side by side in one `FuturesUnordered`, each woken on its own: all of
     /// them must go on once the cache fills (awaiting its readiness, only the last one did).
@@ -132,5 +179,29 @@ mod tests {
         writer.apply_watcher_event(&watcher::Event::InitDone);
         let finished = tokio::time::timeout(Duration::from_secs(30), waiting.count()).await;
         assert_eq!(finished.ok(), Some(3), "every waiter went on");
+    }
+
+    #[test]
+    fn the_metadata_cache_keeps_identity_and_the_named_labels_only() {
+        use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+        use kube::api::PartialObjectMeta;
+        let big = "x".repeat(256 * 1024);
+        let mut object: PartialObjectMeta<CertificateSigningRequest> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {
+                "name": "csr-1", "uid": "u1", "resourceVersion": "7",
+                "labels": {"open-cluster-management.io/cluster-name": "c1", "junk": "y"},
+                "annotations": {"a": big},
+                "finalizers": ["f"],
+                "managedFields": [{"manager": "m", "operation": "Update", "fieldsV1": {"f:metadata": {}}}],
+            }
+        }))
+        .unwrap();
+        keep_only(&mut object, &["open-cluster-management.io/cluster-name"]);
+        let kept = serde_json::to_string(&object.metadata).unwrap();
+        assert_eq!(
+            kept,
+            r#"{"labels":{"open-cluster-management.io/cluster-name":"c1"},"name":"csr-1","resourceVersion":"7","uid":"u1"}"#
+        );
     }
 }

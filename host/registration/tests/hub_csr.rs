@@ -426,3 +426,80 @@ async fn a_renewal_smuggling_another_identity_past_the_subject_reader_stays_pend
     }
     assert!(approved.is_empty(), "{}", approved.join("\n"));
 }
+
+#[tokio::test]
+async fn one_clusters_csr_flood_waits_in_its_own_bucket_while_another_cluster_renews() {
+    // A cluster agent may create CSRs as fast as the apiserver takes them. Without a per
+    // requester bound every eligible one costs the hub an access review and an approval, and
+    // the signer a certificate, in the same queue as every other cluster's renewals.
+    let cp = hub(CP).await;
+    let admin = cp.admin_client().await.unwrap();
+    for name in ["csr-f1", "csr-f2"] {
+        create_cluster(&admin, &cluster(name, true, 60, &[])).await;
+    }
+    for name in ["csr-f1", "csr-f2"] {
+        wait_accepted(&admin, name).await;
+    }
+    let all = names::MANAGED_CLUSTERS_GROUP;
+    let (f1_agent, f1_group) = (agent_user("csr-f1"), names::cluster_group("csr-f1"));
+    let (f2_agent, f2_group) = (agent_user("csr-f2"), names::cluster_group("csr-f2"));
+    let flooder = agent(cp, "csr-f1").await;
+    let other = agent(cp, "csr-f2").await;
+    let signer = names::KUBE_APISERVER_CLIENT_SIGNER;
+
+    let started = std::time::Instant::now();
+    let flood_size = 4 * flotilla_registration::hub::RENEWAL_BURST as usize;
+    let mut flood = Vec::new();
+    for _ in 0..flood_size {
+        // Each one a renewal the hub would approve on its own, with 64 KiB of annotations.
+        let mut renewal = csr(
+            "csr-f1",
+            &request(&f1_agent, &[&f1_group, all]).request_pem,
+            signer,
+            &CLIENT_USAGES,
+        );
+        renewal
+            .annotations_mut()
+            .insert("flood".into(), "x".repeat(64 * 1024));
+        flood.push(submit(&flooder, &renewal).await);
+    }
+    let good = submit(
+        &other,
+        &csr(
+            "csr-f2",
+            &request(&f2_agent, &[&f2_group, all]).request_pem,
+            signer,
+            &CLIENT_USAGES,
+        ),
+    )
+    .await;
+    let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    wait::until("the other cluster's renewal approved", TIMEOUT, || {
+        let csrs = csrs.clone();
+        let good = good.clone();
+        async move { Ok::<_, kube::Error>(approval_reason(&csrs.get(&good).await?).map(|_| ())) }
+    })
+    .await
+    .unwrap();
+
+    // Give the hub a moment more, then count: the flood got its burst and a token per refill
+    // since it began, no more.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let elapsed = started.elapsed();
+    let mut approved = 0;
+    for name in &flood {
+        if approval_reason(&csrs.get(name).await.unwrap()).is_some() {
+            approved += 1;
+        }
+    }
+    let refills = (elapsed.as_secs_f64() / flotilla_registration::hub::RENEWAL_REFILL.as_secs_f64()).ceil();
+    let allowed = flotilla_registration::hub::RENEWAL_BURST as usize + refills as usize;
+    assert!(
+        approved >= flotilla_registration::hub::RENEWAL_BURST as usize,
+        "the flooding cluster still gets its burst: {approved} approved"
+    );
+    assert!(
+        approved <= allowed,
+        "{approved} of {flood_size} flood CSRs approved in {elapsed:?}; at most {allowed} allowed"
+    );
+}

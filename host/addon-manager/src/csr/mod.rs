@@ -20,6 +20,12 @@
 //! `status.namespace`: the cluster's own agent may write the add-on's status, and what it
 //! writes there must not decide which identities it gets.
 //!
+//! Any cluster agent may create CSRs, as many and as large as it likes: the watch caches only
+//! each CSR's name and labels (`flotilla_kube::controller::metadata_only`), a reconcile reads
+//! its CSR, and one requester (the user the apiserver recorded) gets [`CSR_REQUESTER_BURST`]
+//! decisions per add-on at once and then one per [`CSR_REQUESTER_REFILL`]; past that its CSRs wait,
+//! and other requesters' go on at once.
+//!
 //! Fail closed: a missing label, an unknown add-on, a plugin that is not loaded, traps, times out
 //! or denies — each leaves the CSR unapproved, with the reason in an Event.
 
@@ -27,15 +33,16 @@ mod reconcile;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::configs::ReleasedConfigs;
 use crate::plugins::Plugins;
-use flotilla_api::addon::consts::ADDON_NAME_LABEL;
+use flotilla_api::{addon::consts::ADDON_NAME_LABEL, cluster::consts::CLUSTER_NAME_LABEL};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::{Controller, watcher};
-use kube::{Api, Client};
+use kube::runtime::watcher;
 
 use crate::Options;
 
@@ -48,6 +55,26 @@ pub(crate) struct Context {
     pub(crate) options: Options,
     /// Publishes the Events that say why a CSR was or was not approved.
     pub(crate) recorder: Recorder,
+    /// Decisions left per requester and add-on.
+    requesters: Mutex<flotilla_core::rate::Buckets>,
+}
+
+/// Decisions (reads, the plugin's `approve-csr`, approval or signing) one requester gets at
+/// once for one add-on: an agent asks once per add-on and certificate lifetime…
+pub const CSR_REQUESTER_BURST: u32 = 16;
+/// …and then one per this long.
+pub const CSR_REQUESTER_REFILL: Duration = Duration::from_secs(10);
+
+impl Context {
+    /// A decision for `requester` on `addon`, or how long until it may have one.
+    pub(crate) fn take(&self, requester: &str, addon: &str) -> Result<(), Duration> {
+        // A poisoned lock only means another reconcile panicked mid-take; the counts stand.
+        let mut buckets = self
+            .requesters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        buckets.take(&format!("{requester}\n{addon}"), Instant::now())
+    }
 }
 
 /// Runs the controller until dropped.
@@ -57,9 +84,10 @@ pub(crate) async fn run(
     configs: Arc<ReleasedConfigs>,
     options: Options,
 ) {
-    let controller = Controller::new(
-        Api::<CertificateSigningRequest>::all(client.clone()),
+    let controller = flotilla_kube::controller::metadata_only::<CertificateSigningRequest>(
+        client.clone(),
         watcher::Config::default().labels(ADDON_NAME_LABEL),
+        &[CLUSTER_NAME_LABEL, ADDON_NAME_LABEL],
     );
     let recorder = Recorder::new(
         client.clone(),
@@ -74,6 +102,10 @@ pub(crate) async fn run(
         configs,
         options,
         recorder,
+        requesters: Mutex::new(flotilla_core::rate::Buckets::new(
+            CSR_REQUESTER_BURST,
+            CSR_REQUESTER_REFILL,
+        )),
     });
     flotilla_kube::controller::run("addon-csr", controller, reconcile::reconcile, context).await;
 }

@@ -22,7 +22,7 @@ use k8s_openapi::api::certificates::v1::{CertificateSigningRequest, CertificateS
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
@@ -112,8 +112,18 @@ fn issued(csr: &CertificateSigningRequest) -> bool {
 }
 
 /// Reconciles one add-on CSR.
-pub(crate) async fn reconcile(csr: Arc<CertificateSigningRequest>, ctx: Arc<Context>) -> Result<Action> {
-    let name = csr.name_any();
+pub(crate) async fn reconcile(
+    meta: Arc<PartialObjectMeta<CertificateSigningRequest>>,
+    ctx: Arc<Context>,
+) -> Result<Action> {
+    let name = meta.name_any();
+    let Some(csr) = Api::<CertificateSigningRequest>::all(ctx.client.clone())
+        .get_opt(&name)
+        .await
+        .map_err(error::read(format!("CertificateSigningRequest {name}")))?
+    else {
+        return Ok(Action::await_change());
+    };
     let denied_or_failed = condition_is_true(&csr, "Denied") || condition_is_true(&csr, "Failed");
     let approved = condition_is_true(&csr, "Approved");
     if denied_or_failed || issued(&csr) || (approved && csr.spec.signer_name == KUBE_APISERVER_CLIENT_SIGNER)
@@ -122,6 +132,11 @@ pub(crate) async fn reconcile(csr: Arc<CertificateSigningRequest>, ctx: Arc<Cont
     }
     let cluster_label = csr.labels().get(CLUSTER_NAME_LABEL).cloned();
     let addon_label = csr.labels().get(ADDON_NAME_LABEL).cloned().unwrap_or_default();
+    let requester = csr.spec.username.as_deref().unwrap_or_default();
+    if let Err(wait) = ctx.take(requester, &addon_label) {
+        tracing::debug!(csr = %name, %requester, addon = %addon_label, ?wait, "requester over its CSR rate; CSR waits");
+        return Ok(Action::requeue(wait));
+    }
     let mca = match &cluster_label {
         Some(cluster) if !addon_label.is_empty() => {
             Api::<ManagedClusterAddOn>::namespaced(ctx.client.clone(), cluster)
@@ -149,7 +164,7 @@ pub(crate) async fn reconcile(csr: Arc<CertificateSigningRequest>, ctx: Arc<Cont
         (Some(mca), Some(plugin), Some(cluster)) => Some(hub_registrations(mca, plugin, cluster)),
         _ => None,
     };
-    let request = match serde_json::to_value(csr.as_ref())
+    let request = match serde_json::to_value(&csr)
         .map_err(|e| e.to_string())
         .and_then(|v| inputs::csr(&v).map_err(|e| e.to_string()))
     {

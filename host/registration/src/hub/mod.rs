@@ -38,6 +38,7 @@ use std::time::Duration;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::{Api, Client, api::ListParams};
 
+pub use csr::{RENEWAL_BURST, RENEWAL_REFILL};
 pub use error::{Error, Result};
 pub use rbac::hub_cluster_roles;
 

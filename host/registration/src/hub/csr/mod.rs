@@ -9,6 +9,13 @@
 //!                                                                    AutoApprovedByHubCSRApprovingController
 //!  kube-controller-manager's signer then issues the certificate.
 //! ```
+//!
+//! Any cluster agent may create CSRs, as many and as large as it likes. The watch therefore
+//! caches only each CSR's name and labels (`flotilla_kube::controller::metadata_only`); a
+//! reconcile reads its CSR, and the access reviews and approvals one requester (the user the
+//! apiserver recorded) can cause are rate limited (`RENEWAL_BURST`, then one per
+//! `RENEWAL_REFILL`), so one cluster's flood waits in its own bucket while other clusters'
+//! renewals are approved at once.
 
 mod reconcile;
 #[cfg(test)]
@@ -16,20 +23,25 @@ mod tests;
 
 use std::sync::Arc;
 
-use flotilla_api::cluster::consts::CLUSTER_NAME_LABEL;
+use flotilla_api::{addon::consts::ADDON_NAME_LABEL, cluster::consts::CLUSTER_NAME_LABEL};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use kube::{
-    Api, Client,
-    runtime::{Controller, watcher},
-};
+use kube::{Client, runtime::watcher};
 
 use super::{Context, HubOptions};
+
+/// Renewal decisions (access review and approval) one requester gets at once…
+pub const RENEWAL_BURST: u32 = 8;
+/// …and then one per this long. An agent renews once per certificate lifetime.
+pub const RENEWAL_REFILL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Runs the CSR controller until dropped. `client` needs `create` on SubjectAccessReviews and
 /// `patch` on `certificatesigningrequests/approval` for the kube-apiserver-client signer.
 pub(super) async fn run(client: Client, options: HubOptions) {
-    let csrs = Api::<CertificateSigningRequest>::all(client.clone());
-    let controller = Controller::new(csrs, watcher::Config::default().labels(CLUSTER_NAME_LABEL));
-    let context = Arc::new(Context::new(client, options));
+    let controller = flotilla_kube::controller::metadata_only::<CertificateSigningRequest>(
+        client.clone(),
+        watcher::Config::default().labels(CLUSTER_NAME_LABEL),
+        &[CLUSTER_NAME_LABEL, ADDON_NAME_LABEL],
+    );
+    let context = Arc::new(reconcile::CsrContext::new(Context::new(client, options)));
     flotilla_kube::controller::run("csr", controller, reconcile::reconcile, context).await;
 }

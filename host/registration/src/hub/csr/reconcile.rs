@@ -11,7 +11,8 @@
 //!                  yes ─▶ /approval: Approved True AutoApprovedByHubCSRApprovingController
 //! ```
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use flotilla_api::{
     addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon::REASON_AUTO_APPROVED_BY_HUB},
@@ -31,11 +32,12 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{Patch, PatchParams, PostParams},
+    api::{PartialObjectMeta, Patch, PatchParams, PostParams},
     runtime::controller::Action,
 };
 use serde_json::json;
 
+use super::{RENEWAL_BURST, RENEWAL_REFILL};
 use crate::hub::Context;
 use crate::{
     hub::{
@@ -51,9 +53,45 @@ const RENEW_RESOURCE: &str = "managedclusters";
 const RENEW_SUBRESOURCE: &str = "clientcertificates";
 const RENEW_VERB: &str = "renew";
 
+/// What one reconcile needs: the hub's context and the requesters' buckets.
+pub(super) struct CsrContext {
+    hub: Context,
+    requesters: Mutex<flotilla_core::rate::Buckets>,
+}
+
+impl CsrContext {
+    pub(super) fn new(hub: Context) -> Self {
+        Self {
+            hub,
+            requesters: Mutex::new(flotilla_core::rate::Buckets::new(RENEWAL_BURST, RENEWAL_REFILL)),
+        }
+    }
+
+    /// A token of `requester`'s bucket, or how long until there is one.
+    fn take(&self, requester: &str) -> std::result::Result<(), Duration> {
+        // A poisoned lock only means another reconcile panicked mid-take; the counts stand.
+        let mut buckets = self
+            .requesters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        buckets.take(requester, Instant::now())
+    }
+}
+
 /// Reconciles one CSR (see the module docs).
-pub(super) async fn reconcile(csr: Arc<CertificateSigningRequest>, context: Arc<Context>) -> Result<Action> {
-    let name = csr.name_any();
+pub(super) async fn reconcile(
+    meta: Arc<PartialObjectMeta<CertificateSigningRequest>>,
+    csr_context: Arc<CsrContext>,
+) -> Result<Action> {
+    let context = &csr_context.hub;
+    if meta.labels().contains_key(ADDON_NAME_LABEL) {
+        return Ok(Action::await_change());
+    }
+    let name = meta.name_any();
+    let api: Api<CertificateSigningRequest> = Api::all(context.client.clone());
+    let Some(csr) = write::get_opt(&api, &name).await? else {
+        return Ok(Action::await_change());
+    };
     if csr.labels().contains_key(ADDON_NAME_LABEL) || is_settled(&csr) {
         return Ok(Action::await_change());
     }
@@ -90,6 +128,11 @@ pub(super) async fn reconcile(csr: Arc<CertificateSigningRequest>, context: Arc<
             });
         }
     };
+    let requester = csr.spec.username.as_deref().unwrap_or_default();
+    if let Err(wait) = csr_context.take(requester) {
+        tracing::debug!(csr = %name, %requester, ?wait, "requester over its renewal rate; CSR waits");
+        return Ok(Action::requeue(wait));
+    }
     if !may_renew(&context.client, &csr, &eligible.cluster).await? {
         tracing::info!(csr = %name, requester = %eligible.common_name, "requester may not renew; CSR left pending");
         return Ok(Action::requeue(context.options.resync));
@@ -99,7 +142,7 @@ pub(super) async fn reconcile(csr: Arc<CertificateSigningRequest>, context: Arc<
     context
         .events
         .normal(
-            csr.as_ref(),
+            &csr,
             "ManagedClusterCSRAutoApproved",
             "Approve",
             format!(
