@@ -76,6 +76,22 @@ pub async fn run<K, C, E, F, Fut>(
     futures::join!(running, synced);
 }
 
+/// A controller over every `K` that `config` selects, whose cache keeps what `slim` leaves of
+/// each object: fields a writer controls that this controller never reads (a ManagedCluster's
+/// claims, written by its agent) then cost it nothing.
+pub fn slimmed<K>(api: kube::Api<K>, config: watcher::Config, slim: fn(&mut K)) -> Controller<K>
+where
+    K: Clone + Resource<DynamicType = ()> + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(slim)
+        .reflect(writer)
+        .applied_objects();
+    Controller::for_stream(stream, store)
+}
+
 /// A controller over the metadata of every `K` that `config` selects, whose cache keeps of each
 /// object only its name, namespace, uid, resourceVersion and the labels named in `labels`.
 ///

@@ -369,13 +369,17 @@ fn reflect<K>(
     client: &Client,
     writer: reflector::store::Writer<K>,
     ready: Arc<AtomicBool>,
+    slim: fn(&mut K),
 ) -> impl Stream<Item = Change<K>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     watcher(Api::<K>::all(client.clone()), list_config())
         .default_backoff()
-        .modify(|object| object.managed_fields_mut().clear())
+        .modify(move |object| {
+            object.managed_fields_mut().clear();
+            slim(object);
+        })
         .reflect(writer)
         .filter_map(move |event| {
             let change = match event {
@@ -437,12 +441,19 @@ pub(crate) async fn run(client: Client, options: PlacementOptions) {
     let (bindings, bindings_writer) = reflector::store();
     let (scores, scores_writer) = reflector::store();
     let (decisions, decisions_writer) = reflector::store();
-    let cluster_changes = reflect::<ManagedCluster>(&client, clusters_writer, Arc::clone(&flags[0]));
-    let set_changes = reflect::<ManagedClusterSet>(&client, sets_writer, Arc::clone(&flags[1]));
+    // Claims are the agent's to write and CEL reads them all: keep what an agent reports.
+    let bound = |cluster: &mut ManagedCluster| {
+        if let Some(status) = &mut cluster.status {
+            flotilla_core::registration::hub::cached::bound_claims(&mut status.cluster_claims);
+        }
+    };
+    let cluster_changes = reflect::<ManagedCluster>(&client, clusters_writer, Arc::clone(&flags[0]), bound);
+    let set_changes = reflect::<ManagedClusterSet>(&client, sets_writer, Arc::clone(&flags[1]), |_| ());
     let binding_changes =
-        reflect::<ManagedClusterSetBinding>(&client, bindings_writer, Arc::clone(&flags[2]));
-    let score_changes = reflect::<AddOnPlacementScore>(&client, scores_writer, Arc::clone(&flags[3]));
-    let decision_changes = reflect::<PlacementDecision>(&client, decisions_writer, Arc::clone(&flags[4]));
+        reflect::<ManagedClusterSetBinding>(&client, bindings_writer, Arc::clone(&flags[2]), |_| ());
+    let score_changes = reflect::<AddOnPlacementScore>(&client, scores_writer, Arc::clone(&flags[3]), |_| ());
+    let decision_changes =
+        reflect::<PlacementDecision>(&client, decisions_writer, Arc::clone(&flags[4]), |_| ());
 
     let compiled: Arc<CompiledCache> = Arc::default();
     let controller = Controller::for_stream(

@@ -12,6 +12,7 @@
 //! ```
 
 pub mod acceptance;
+pub mod cached;
 pub mod cleanup;
 pub mod clusterset;
 pub mod csr;

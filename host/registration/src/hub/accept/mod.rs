@@ -19,7 +19,7 @@ use flotilla_api::cluster::{consts::CLUSTER_NAME_LABEL, v1::ManagedCluster};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::{
     Api, Client, Resource, ResourceExt,
-    runtime::{Controller, reflector::ObjectRef, watcher},
+    runtime::{reflector::ObjectRef, watcher},
 };
 
 use super::{Context, HubOptions};
@@ -29,9 +29,10 @@ pub(super) use reconcile::{namespace_owner, remove_role_bindings};
 /// Runs the accept controller until dropped.
 pub(super) async fn run(client: Client, options: HubOptions) {
     let labelled = watcher::Config::default().labels(CLUSTER_NAME_LABEL);
-    let controller = Controller::new(
+    let controller = flotilla_kube::controller::slimmed(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
+        flotilla_core::registration::hub::cached::for_registration,
     )
     .watches(
         Api::<ClusterRole>::all(client.clone()),

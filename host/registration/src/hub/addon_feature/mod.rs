@@ -18,16 +18,17 @@ use std::sync::Arc;
 use flotilla_api::{addon::v1alpha1::ManagedClusterAddOn, cluster::v1::ManagedCluster};
 use kube::{
     Api, Client, ResourceExt,
-    runtime::{Controller, reflector::ObjectRef, watcher},
+    runtime::{reflector::ObjectRef, watcher},
 };
 
 use super::{Context, HubOptions};
 
 /// Runs the controller until dropped.
 pub(super) async fn run(client: Client, options: HubOptions) {
-    let controller = Controller::new(
+    let controller = flotilla_kube::controller::slimmed(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
+        flotilla_core::registration::hub::cached::for_registration,
     )
     .watches(
         Api::<ManagedClusterAddOn>::all(client.clone()),

@@ -48,6 +48,7 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         watcher::Config::default(),
     )
     .default_backoff()
+    .modify(flotilla_core::registration::hub::cached::for_registration)
     .reflect(writer)
     .inspect(move |event| {
         if matches!(event, Ok(watcher::Event::InitDone)) {

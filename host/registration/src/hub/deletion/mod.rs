@@ -14,18 +14,16 @@ mod reconcile;
 use std::sync::Arc;
 
 use flotilla_api::cluster::v1::ManagedCluster;
-use kube::{
-    Api, Client,
-    runtime::{Controller, watcher},
-};
+use kube::{Api, Client, runtime::watcher};
 
 use super::{Context, HubOptions};
 
 /// Runs the deletion controller until dropped.
 pub(super) async fn run(client: Client, options: HubOptions) {
-    let controller = Controller::new(
+    let controller = flotilla_kube::controller::slimmed(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
+        flotilla_core::registration::hub::cached::for_registration,
     );
     let context = Arc::new(Context::new(client, options));
     flotilla_kube::controller::run("deletion", controller, reconcile::reconcile, context).await;

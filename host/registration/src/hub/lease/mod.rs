@@ -19,7 +19,7 @@ use flotilla_api::{addon::v1alpha1::ManagedClusterAddOn, cluster::v1::ManagedClu
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{
     Api, Client, Resource, ResourceExt,
-    runtime::{Controller, reflector::ObjectRef, watcher},
+    runtime::{reflector::ObjectRef, watcher},
 };
 
 use super::{Context, HubOptions};
@@ -28,9 +28,10 @@ use crate::names;
 /// Runs the lease controller until dropped.
 pub(super) async fn run(client: Client, options: HubOptions) {
     let leases = watcher::Config::default().fields(&format!("metadata.name={}", names::CLUSTER_LEASE));
-    let controller = Controller::new(
+    let controller = flotilla_kube::controller::slimmed(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
+        flotilla_core::registration::hub::cached::for_registration,
     )
     .watches(Api::<Lease>::all(client.clone()), leases, cluster_of_namespace)
     .watches(

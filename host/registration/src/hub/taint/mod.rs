@@ -15,19 +15,17 @@ mod reconcile;
 use std::sync::Arc;
 
 use flotilla_api::cluster::v1::ManagedCluster;
-use kube::{
-    Api, Client,
-    runtime::{Controller, watcher},
-};
+use kube::{Api, Client, runtime::watcher};
 
 use super::{Context, HubOptions};
 
 /// Runs the taint controller until dropped. `client` is the hub's identity, which the
 /// hub-only `timeAdded` admission rule exempts.
 pub(super) async fn run(client: Client, options: HubOptions) {
-    let controller = Controller::new(
+    let controller = flotilla_kube::controller::slimmed(
         Api::<ManagedCluster>::all(client.clone()),
         watcher::Config::default(),
+        flotilla_core::registration::hub::cached::for_registration,
     );
     let context = Arc::new(Context::new(client, options));
     flotilla_kube::controller::run("taint", controller, reconcile::reconcile, context).await;
