@@ -29,6 +29,12 @@ mod work;
 
 use clap::Parser;
 
+/// jemalloc gives freed pages back to the system (its background threads purge them); glibc's
+/// malloc kept what a hub once held (a thousand deleted add-ons' caches) for the life of the
+/// process, and peaked higher (bench-addons prints both figures).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();

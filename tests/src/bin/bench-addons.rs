@@ -39,6 +39,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
+/// The allocator `flotilla hub` runs with, so the memory figures are the hub's.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Concurrency of the setup writes and of the direct work creation; also the add-on
 /// manager's bound on plugin calls in flight.
 const CONCURRENCY: usize = 16;
