@@ -228,11 +228,53 @@ async fn a_trap_never_poisons_the_next_call_on_the_same_revision() {
     }
 }
 
+/// The memory a process running the aliasing plugin may map writable, as a container's limit
+/// would bound it: far below what copying the alias would take, far above what the host needs.
+const ALIASED_MEMORY_LIMIT: u64 = 1 << 30;
+/// Set in the child process that runs [`aliased_load_under_a_memory_limit`].
+const ALIASED_CHILD: &str = "FLOTILLA_TEST_ALIASED_CHILD";
+
 /// `describe` answering with 100 000 strings that alias one 8 MiB buffer (800 GB if every copy
 /// were made) is refused at load as output too large, having copied no more than the call's
-/// lift budget: the test process is the host, and it is still here.
+/// lift budget. The load runs in a child process under a 1 GiB data limit (RLIMIT_DATA): had
+/// the host copied the answer, the allocation would have failed there and aborted the child.
+#[test]
+fn an_answer_whose_strings_alias_one_buffer_is_refused_before_it_is_copied() {
+    if std::env::var_os(ALIASED_CHILD).is_some() {
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary");
+    let child = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "aliased_load_under_a_memory_limit",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(ALIASED_CHILD, "1")
+        .output()
+        .expect("run the child");
+    let output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&child.stdout),
+        String::from_utf8_lossy(&child.stderr)
+    );
+    assert!(
+        child.status.success(),
+        "the child failed ({}):\n{output}",
+        child.status
+    );
+    assert!(output.contains("1 passed"), "the child ran its test:\n{output}");
+}
+
+/// The load [`an_answer_whose_strings_alias_one_buffer_is_refused_before_it_is_copied`] runs in
+/// its child process.
 #[tokio::test]
-async fn an_answer_whose_strings_alias_one_buffer_is_refused_before_it_is_copied() {
+#[ignore = "run in a child process under a memory limit by an_answer_whose_strings_alias_one_buffer_is_refused_before_it_is_copied"]
+async fn aliased_load_under_a_memory_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (_, hard) = getrlimit(Resource::RLIMIT_DATA).expect("read the data limit");
+    setrlimit(Resource::RLIMIT_DATA, ALIASED_MEMORY_LIMIT.min(hard), hard).expect("lower the data limit");
     let limits = hostile_limits();
     let bytes = std::fs::read(plugins::HOSTILE_ALIASED).expect("plugin component was built");
     let loaded = ends_within(
@@ -250,6 +292,12 @@ async fn an_answer_whose_strings_alias_one_buffer_is_refused_before_it_is_copied
         limits.lift_budget_bytes()
     );
     assert!(error.to_string().contains(&why), "{error}");
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let peak = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM"))
+        .unwrap_or("VmHWM unknown");
+    println!("host peak memory while refusing the aliasing plugin: {peak}");
 }
 
 /// A plugin whose calls pile up (twenty endless loops at once) holds only its share of the call
