@@ -6,8 +6,7 @@ use flotilla_core::cosign;
 use oci_client::manifest::{
     IMAGE_MANIFEST_LIST_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE, OciDescriptor, OciImageManifest,
 };
-use serde::Deserialize;
-use serde::de::IgnoredAny;
+use serde_json::{Map, Value};
 
 /// Config media type of a Wasm artifact (CNCF layout).
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -23,12 +22,19 @@ pub struct WasmArtifact {
     pub layer: OciDescriptor,
 }
 
-/// Just enough of a manifest to tell an image index from an image manifest.
-#[derive(Deserialize)]
-struct Kind {
-    #[serde(rename = "mediaType")]
-    media_type: Option<String>,
-    manifests: Option<IgnoredAny>,
+/// One JSON object, read untyped first: a repeated key then means what it means to any JSON
+/// reader (the last one wins), where the typed reader would refuse some repeats and skip others,
+/// and an array is no manifest (serde reads structs from arrays too).
+fn json_object(raw: &[u8], what: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_slice(raw) {
+        Ok(Value::Object(object)) => Ok(object),
+        Ok(_) => Err(format!("{what} does not parse: not a JSON object")),
+        Err(e) => Err(format!("{what} does not parse: {e}")),
+    }
+}
+
+fn image_manifest(object: Map<String, Value>, what: &str) -> Result<OciImageManifest, String> {
+    serde_json::from_value(Value::Object(object)).map_err(|e| format!("{what} does not parse: {e}"))
 }
 
 /// Reads the manifest bytes a registry served for a plugin reference: an image manifest in the
@@ -36,26 +42,24 @@ struct Kind {
 /// artifact, not a choice of platforms, and an index also parsed as a manifest would be read
 /// by whatever fields it happened to share with one.
 pub fn read_wasm_manifest(raw: &[u8]) -> Result<WasmArtifact, String> {
-    if let Ok(kind) = serde_json::from_slice::<Kind>(raw) {
-        let index_type = kind
-            .media_type
-            .as_deref()
-            .filter(|t| [OCI_IMAGE_INDEX_MEDIA_TYPE, IMAGE_MANIFEST_LIST_MEDIA_TYPE].contains(t));
-        if let Some(t) = index_type {
-            return Err(format!(
-                "the registry served an image index ({t}), not the image manifest of a Wasm artifact"
-            ));
-        }
-        if kind.manifests.is_some() {
-            return Err(
-                "the registry served an image index (it lists `manifests`), not the image manifest of a \
-                 Wasm artifact"
-                    .to_owned(),
-            );
-        }
+    let object = json_object(raw, "manifest")?;
+    let index_type = object
+        .get("mediaType")
+        .and_then(Value::as_str)
+        .filter(|t| [OCI_IMAGE_INDEX_MEDIA_TYPE, IMAGE_MANIFEST_LIST_MEDIA_TYPE].contains(t));
+    if let Some(t) = index_type {
+        return Err(format!(
+            "the registry served an image index ({t}), not the image manifest of a Wasm artifact"
+        ));
     }
-    let manifest: OciImageManifest =
-        serde_json::from_slice(raw).map_err(|e| format!("manifest does not parse: {e}"))?;
+    if object.get("manifests").is_some_and(|m| !m.is_null()) {
+        return Err(
+            "the registry served an image index (it lists `manifests`), not the image manifest of a \
+             Wasm artifact"
+                .to_owned(),
+        );
+    }
+    let manifest = image_manifest(object, "manifest")?;
     let layer = wasm_layer(&manifest)?;
     Ok(WasmArtifact {
         config: manifest.config,
@@ -96,8 +100,7 @@ pub struct SignatureLayer {
 /// The simple-signing layers of a cosign signature manifest, in manifest order, with their
 /// signatures; layers of any other media type are not signatures and are left out.
 pub fn read_signature_manifest(raw: &[u8]) -> Result<Vec<SignatureLayer>, String> {
-    let manifest: OciImageManifest =
-        serde_json::from_slice(raw).map_err(|e| format!("signature manifest does not parse: {e}"))?;
+    let manifest = image_manifest(json_object(raw, "signature manifest")?, "signature manifest")?;
     Ok(manifest
         .layers
         .into_iter()
@@ -183,6 +186,10 @@ mod tests {
         index.as_object_mut().map(|o| o.remove("mediaType"));
         let err = read_wasm_manifest(&serde_json::to_vec(&index).unwrap_or_default()).unwrap_err();
         assert!(err.contains("lists `manifests`"), "{err}");
+        // Listed twice, which a typed reader skips as an unknown field.
+        let text = String::from_utf8(serde_json::to_vec(&index).unwrap_or_default()).unwrap_or_default();
+        let twice = text.replacen("\"manifests\":", "\"manifests\":[],\"manifests\":", 1);
+        assert!(read_wasm_manifest(twice.as_bytes()).is_err(), "{twice}");
     }
 
     #[test]
@@ -209,5 +216,22 @@ mod tests {
         assert_eq!(signatures, [Some("sig-1"), None]);
         let err = read_signature_manifest(b"[]").unwrap_err();
         assert!(err.starts_with("signature manifest does not parse: "), "{err}");
+    }
+
+    #[test]
+    fn manifests_are_json_objects_read_as_any_json_reader_reads_them() {
+        let wasm = manifest(WASM_CONFIG_MEDIA_TYPE, &[WASM_LAYER_MEDIA_TYPE]);
+        let v: Value = serde_json::from_slice(&wasm).unwrap_or_default();
+        // The same fields as an array, which serde would read into the manifest's struct.
+        let fields = ["schemaVersion", "mediaType", "config", "layers"].map(|k| v[k].clone());
+        let array = serde_json::to_vec(&fields).unwrap_or_default();
+        let err = read_wasm_manifest(&array).unwrap_err();
+        assert!(err.contains("not a JSON object"), "{err}");
+        // A repeated key: the last one counts (a typed reader refuses the repeat).
+        let text = String::from_utf8(wasm).unwrap_or_default();
+        let repeated = text.replacen("{", "{\"mediaType\":\"x\",", 1);
+        assert!(read_wasm_manifest(repeated.as_bytes()).is_ok(), "{repeated}");
+        let repeated = text.replacen("{", "{\"config\":{},", 1);
+        assert!(read_wasm_manifest(repeated.as_bytes()).is_ok(), "{repeated}");
     }
 }
