@@ -14,7 +14,8 @@
 //! ```
 //!
 //! `cargo test -p flotilla-tests --test csr_oracle -- --ignored write_fuzz_seed_corpus` writes
-//! the seed corpus of `tests/fuzz` from the crafted requests.
+//! the seed corpus of `tests/fuzz` from the crafted requests; the fuzz corpus (those seeds, and
+//! a grown corpus named by `FLOTILLA_FUZZ_CORPUS`) is compared with Go too.
 
 #![allow(
     clippy::unwrap_used,
@@ -960,6 +961,104 @@ fn split_whole(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
     };
     let end = header.checked_add(len)?;
     (end <= bytes.len()).then(|| bytes.split_at(end))
+}
+
+/// The inputs of the `csr_request` fuzz target: its committed seeds, and the files of the
+/// directory `FLOTILLA_FUZZ_CORPUS` names (a corpus a fuzzing run grew), if set.
+fn fuzz_corpus() -> Vec<(String, Vec<u8>)> {
+    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/csr_request")];
+    dirs.extend(std::env::var_os("FLOTILLA_FUZZ_CORPUS").map(PathBuf::from));
+    let mut files = Vec::new();
+    for dir in dirs {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.is_file())
+            .collect();
+        paths.sort();
+        for path in paths {
+            files.push((path.display().to_string(), std::fs::read(&path).unwrap()));
+        }
+    }
+    files
+}
+
+/// Replays the `csr_request` fuzz corpus through both readers. The target's first byte picks
+/// what the rest is (`tests/fuzz/fuzz_targets/csr_request.rs`), and each input is rebuilt as
+/// the target builds it: `0 mod 3`, the whole input (mode byte included) is the request;
+/// `1 mod 3`, the rest is a subject DER signed into a request, here with this test's key
+/// rather than the target's (both are fresh P-256 keys, and the key does not change what is
+/// read); `2 mod 3`, the rest is a subject in a certificate for `parse_certificate`. Requests
+/// are compared as the crafted ones are (Flotilla refuses, or reads what Go reads from a request
+/// whose signature Go checked), certificates as in
+/// `certificates_are_refused_or_read_as_go_reads_them`. The target's `parse_certificate` of
+/// raw inputs only guards against panics and is not compared.
+#[test]
+fn the_fuzz_corpus_is_refused_or_read_as_go_reads_it() {
+    let key = P256Key::generate().unwrap();
+    let mut requests = Vec::new();
+    let mut certificates = Vec::new();
+    for (label, bytes) in fuzz_corpus() {
+        let Some((mode, rest)) = bytes.split_first() else {
+            continue;
+        };
+        match mode % 3 {
+            0 => requests.push(Case { label, bytes }),
+            1 => {
+                // A subject the signer cannot encode is no input the target checks either.
+                if let Ok(der) = key.request(rest, &[]) {
+                    requests.push(Case {
+                        label,
+                        bytes: craft::pem(&der).into_bytes(),
+                    });
+                }
+            }
+            _ => {
+                if let Ok(der) = key.certificate(rest) {
+                    certificates.push((label, craft::pem_block("CERTIFICATE", &der).into_bytes()));
+                }
+            }
+        }
+    }
+    assert!(
+        !requests.is_empty() && !certificates.is_empty(),
+        "the corpus has requests and certificates"
+    );
+    let tally = compare(&requests);
+    let items: Vec<Value> = certificates
+        .iter()
+        .map(|(_, pem)| json!({ "cert": B64.encode(pem) }))
+        .collect();
+    let mut read = 0;
+    for ((label, pem), go) in certificates.iter().zip(ask(&items)) {
+        let Ok(info) = x509::parse_certificate(pem) else {
+            continue;
+        };
+        read += 1;
+        assert!(
+            go.parsed,
+            "{label}: Flotilla read {info:?}, Go did not: {}",
+            go.error
+        );
+        assert_eq!(
+            (
+                &info.subject.common_name,
+                &info.subject.organizations,
+                &info.subject.organizational_units
+            ),
+            (&go.cn, &go.o, &go.ou),
+            "{label}: certificate read (left) is not Go's (right)"
+        );
+    }
+    eprintln!(
+        "fuzz corpus: {} requests {tally:?}; {} certificates, {read} read alike",
+        requests.len(),
+        certificates.len()
+    );
+    assert!(
+        tally.accepted > 0 && read > 0,
+        "the seeds include inputs both read"
+    );
 }
 
 #[test]

@@ -11,35 +11,33 @@
 //! After each call: output caps and the shape of returned objects (`parse_objects`,
 //! `check_hub_permissions`).
 //!
-//! Registration rules. A plugin's `describe` is the same for every cluster, so subjects are
-//! templates with the placeholders `{cluster-name}` and `{addon-name}` that the host expands per
-//! cluster ([`expand_subject`]). Any subject string in the `system:` namespace must be one of the
-//! OCM default identities *written with the placeholders*; a literal cluster name there would let
-//! one cluster's agent act as another, and any other `system:` name (`system:masters`) would be an
-//! escalation. Kube-client subjects may only use the default identities. Custom signers may not be
-//! `kubernetes.io/` (or `k8s.io/`) signers: those are signed by Kubernetes itself, bypassing the
-//! add-on's own CA.
+//! Registration rules and output reading are pure and live in flotilla-core
+//! ([`flotilla_core::addon::plugin_options`], [`flotilla_core::addon::plugin_output`]), where they
+//! are fuzzed without wasmtime; here the generated types become their views and their errors
+//! become this crate's, naming the hook.
 
+use flotilla_core::addon::plugin_options::{
+    self as options, ConfigTypeView, JsonPath, OptionsView, ProbeFieldView, RegistrationView,
+    ResourceIdentifier, SubjectView,
+};
+use flotilla_core::addon::plugin_output::{self as output, OutputCaps, ReadOutputError};
 use semver::{Version, VersionReq};
 use serde_json::Value;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use crate::types::{AddonOptions, ConfigType, HealthMode, ProbeField, Registration, Subject};
+use crate::types::{AddonOptions, FeedbackRule, HealthMode, Registration, Subject};
 use crate::{Error, Hook, Limits, Result, ValidationError};
+
+pub use flotilla_api::addon::consts::KUBE_APISERVER_CLIENT_SIGNER as KUBE_CLIENT_SIGNER;
+pub use flotilla_core::addon::registration::{ADDON_PLACEHOLDER, CLUSTER_PLACEHOLDER};
 
 /// The contract versions this host runs.
 pub const SUPPORTED_WIT: &str = ">=0.1.0, <0.2.0";
 /// The WIT package every plugin implements.
 pub const WIT_PACKAGE: &str = "flotilla:addon";
-/// The signer of hub kube-apiserver client certificates.
-pub const KUBE_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client";
 /// The install namespace when neither the plugin nor a config sets one.
 pub const DEFAULT_INSTALL_NAMESPACE: &str = "open-cluster-management-agent-addon";
-/// Placeholder for the managed cluster's name in subject templates.
-pub const CLUSTER_PLACEHOLDER: &str = "{cluster-name}";
-/// Placeholder for the add-on's name in subject templates.
-pub const ADDON_PLACEHOLDER: &str = "{addon-name}";
 
 /// Interfaces of the contract a plugin may import (`hooks` is exported, never imported).
 const HOST_INTERFACES: &[&str] = &["host", "types"];
@@ -52,11 +50,6 @@ const WASI_PACKAGES: &[&str] = &[
     "wasi:random",
     "wasi:sockets",
 ];
-/// Caps on `describe` output, far above any real add-on.
-const MAX_REGISTRATIONS: usize = 16;
-const MAX_PROBE_FIELDS: usize = 64;
-const MAX_CONFIG_TYPES: usize = 32;
-const MAX_NAME_LEN: usize = 253;
 
 /// The window as a requirement. Fails closed: if the constant ever stopped parsing, every plugin
 /// would be refused rather than every version accepted (the unit test `supported_window_parses`
@@ -169,21 +162,10 @@ pub fn default_subject(cluster: &str, addon: &str) -> Subject {
 /// groups the per-cluster add-on group and the add-on group.
 pub fn default_subject_template() -> Subject {
     Subject {
-        user: format!("{}{ADDON_PLACEHOLDER}", default_user_prefix()),
-        groups: default_groups(),
+        user: format!("{}{ADDON_PLACEHOLDER}", options::default_user_prefix()),
+        groups: options::default_groups(),
         organization_units: Vec::new(),
     }
-}
-
-fn default_user_prefix() -> String {
-    format!("system:open-cluster-management:cluster:{CLUSTER_PLACEHOLDER}:addon:{ADDON_PLACEHOLDER}:agent:")
-}
-
-fn default_groups() -> Vec<String> {
-    vec![
-        format!("system:open-cluster-management:cluster:{CLUSTER_PLACEHOLDER}:addon:{ADDON_PLACEHOLDER}"),
-        format!("system:open-cluster-management:addon:{ADDON_PLACEHOLDER}"),
-    ]
 }
 
 /// Replaces `{cluster-name}` and `{addon-name}` in every string of `template`.
@@ -199,295 +181,117 @@ pub fn expand_subject(template: &Subject, cluster: &str, addon: &str) -> Subject
     }
 }
 
-/// Checks `describe` output. See the module docs for the registration rules.
-pub fn check_options(options: &AddonOptions) -> Result<(), ValidationError> {
-    let refuse = |reason: String| Err(ValidationError::InvalidDescribe { reason });
-
-    if options.registrations.len() > MAX_REGISTRATIONS {
-        return refuse(format!(
-            "{} registrations, at most {MAX_REGISTRATIONS}",
-            options.registrations.len()
-        ));
-    }
-    let mut kube_clients = 0;
-    let mut signers: Vec<&str> = Vec::new();
-    for registration in &options.registrations {
-        match registration {
-            Registration::KubeClient(kc) => {
-                kube_clients += 1;
-                if let Some(subject) = &kc.subject {
-                    check_kube_client_subject(subject).or_else(refuse)?;
-                }
-            }
-            Registration::CustomSigner(cs) => {
-                check_signer_name(&cs.signer_name).or_else(refuse)?;
-                if signers.contains(&cs.signer_name.as_str()) {
-                    return refuse(format!("custom signer {:?} registered twice", cs.signer_name));
-                }
-                signers.push(&cs.signer_name);
-                if let Some(subject) = &cs.subject {
-                    check_custom_subject(subject).or_else(refuse)?;
-                }
-            }
-        }
-    }
-    if kube_clients > 1 {
-        return refuse(format!("{kube_clients} kube-client registrations, at most one"));
-    }
-    if let HealthMode::Customized(fields) = &options.health {
-        check_probe_fields(fields).or_else(refuse)?;
-    }
-    check_config_types(&options.supported_configs).or_else(refuse)?;
-    if let Some(ns) = &options.default_install_namespace
-        && !is_dns_label(ns)
-    {
-        return refuse(format!(
-            "default install namespace {ns:?} is not a DNS-1123 label"
-        ));
-    }
-    Ok(())
-}
-
-fn check_kube_client_subject(s: &Subject) -> Result<(), String> {
-    check_placeholders(s)?;
-    let prefix = default_user_prefix();
-    let agent = s.user.strip_prefix(&prefix).ok_or_else(|| {
-        format!(
-            "kube-client user {:?} is not the add-on agent identity `{prefix}<agent>`",
-            s.user
-        )
-    })?;
-    let agent_ok = agent == ADDON_PLACEHOLDER
-        || (!agent.is_empty()
-            && agent
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.'));
-    if !agent_ok {
-        return Err(format!(
-            "kube-client agent name {agent:?} must be a DNS-1123 name or {ADDON_PLACEHOLDER}"
-        ));
-    }
-    let allowed = default_groups();
-    if let Some(g) = s.groups.iter().find(|g| !allowed.contains(g)) {
-        return Err(format!(
-            "kube-client group {g:?} is not one of the add-on's default groups {allowed:?}"
-        ));
-    }
-    Ok(())
-}
-
-fn check_custom_subject(s: &Subject) -> Result<(), String> {
-    check_placeholders(s)?;
-    if s.user.is_empty() || s.user.len() > MAX_NAME_LEN {
-        return Err(format!(
-            "custom-signer user {:?} must be 1..={MAX_NAME_LEN} bytes",
-            s.user
-        ));
-    }
-    let prefix = default_user_prefix();
-    if s.user.starts_with("system:") && !s.user.starts_with(&prefix) {
-        return Err(format!(
-            "custom-signer user {:?} is a system identity other than `{prefix}<agent>`",
-            s.user
-        ));
-    }
-    let allowed = default_groups();
-    if let Some(g) = s
-        .groups
-        .iter()
-        .find(|g| g.starts_with("system:") && !allowed.contains(g))
-    {
-        return Err(format!(
-            "custom-signer group {g:?} is a system group other than the add-on's {allowed:?}"
-        ));
-    }
-    Ok(())
-}
-
-/// Every `{...}` in a subject must be a known placeholder, so that no literal cluster name hides
-/// behind an unexpanded one.
-fn check_placeholders(s: &Subject) -> Result<(), String> {
-    for text in std::iter::once(&s.user)
-        .chain(&s.groups)
-        .chain(&s.organization_units)
-    {
-        let stripped = text
-            .replace(CLUSTER_PLACEHOLDER, "")
-            .replace(ADDON_PLACEHOLDER, "");
-        if stripped.contains('{') || stripped.contains('}') {
-            return Err(format!(
-                "subject {text:?} uses an unknown placeholder (known: {CLUSTER_PLACEHOLDER}, {ADDON_PLACEHOLDER})"
-            ));
-        }
-        if text.chars().any(char::is_control) {
-            return Err(format!("subject {text:?} contains control characters"));
-        }
-    }
-    Ok(())
-}
-
-fn check_signer_name(name: &str) -> Result<(), String> {
-    let Some((domain, path)) = name.split_once('/') else {
-        return Err(format!("signer name {name:?} is not `<domain>/<path>`"));
+/// Checks `describe` output against [`options::check_options`].
+pub fn check_options(answer: &AddonOptions) -> Result<(), ValidationError> {
+    let probe_fields = match &answer.health {
+        HealthMode::Customized(fields) => Some(fields.iter().map(probe_field_view).collect()),
+        _ => None,
     };
-    if domain.is_empty() || path.is_empty() || name.len() > 571 {
-        return Err(format!("signer name {name:?} is not `<domain>/<path>`"));
-    }
-    let reserved = ["kubernetes.io", "k8s.io"];
-    if reserved
-        .iter()
-        .any(|r| domain == *r || domain.ends_with(&format!(".{r}")))
-    {
-        return Err(format!(
-            "custom signer {name:?} is a Kubernetes signer; use a kube-client registration for \
-             {KUBE_CLIENT_SIGNER} and a signer of the add-on's own for custom certificates"
-        ));
-    }
-    Ok(())
+    let view = OptionsView {
+        registrations: answer.registrations.iter().map(registration_view).collect(),
+        probe_fields,
+        supported_configs: answer
+            .supported_configs
+            .iter()
+            .map(|t| ConfigTypeView {
+                group: &t.group,
+                resource: &t.resource,
+            })
+            .collect(),
+        default_install_namespace: answer.default_install_namespace.as_deref(),
+    };
+    options::check_options(&view).map_err(|refused| ValidationError::InvalidDescribe { reason: refused.0 })
 }
 
-fn check_probe_fields(fields: &[ProbeField]) -> Result<(), String> {
-    if fields.len() > MAX_PROBE_FIELDS {
-        return Err(format!(
-            "{} probe fields, at most {MAX_PROBE_FIELDS}",
-            fields.len()
-        ));
+fn subject_view(s: &Subject) -> SubjectView<'_> {
+    SubjectView {
+        user: &s.user,
+        groups: &s.groups,
+        organization_units: &s.organization_units,
     }
-    for f in fields {
-        if f.resource.resource.is_empty() || f.resource.name.is_empty() {
-            return Err(format!(
-                "probe field {:?} needs a resource and a name",
-                f.resource
-            ));
-        }
-        for rule in &f.rules {
-            if let crate::types::FeedbackRule::JsonPaths(paths) = rule
-                && let Some(p) = paths
-                    .iter()
-                    .find(|p| p.name.is_empty() || !p.path.starts_with('.'))
-            {
-                return Err(format!(
-                    "json path {p:?} needs a name and a path starting with `.`"
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
-fn check_config_types(types: &[ConfigType]) -> Result<(), String> {
-    if types.len() > MAX_CONFIG_TYPES {
-        return Err(format!(
-            "{} supported config types, at most {MAX_CONFIG_TYPES}",
-            types.len()
-        ));
+fn registration_view(r: &Registration) -> RegistrationView<'_> {
+    match r {
+        Registration::KubeClient(kc) => RegistrationView::KubeClient(kc.subject.as_ref().map(subject_view)),
+        Registration::CustomSigner(cs) => RegistrationView::CustomSigner {
+            signer_name: &cs.signer_name,
+            subject: cs.subject.as_ref().map(subject_view),
+        },
     }
-    for t in types {
-        if t.resource.is_empty() || !is_dns_label(&t.resource) {
-            return Err(format!(
-                "config type {}/{} needs a lower-case plural resource",
-                t.group, t.resource
-            ));
-        }
-    }
-    Ok(())
 }
 
-fn is_dns_label(s: &str) -> bool {
-    flotilla_core::names::dns_label_problem(s).is_none()
+fn probe_field_view(f: &crate::types::ProbeField) -> ProbeFieldView<'_> {
+    let r = &f.resource;
+    ProbeFieldView {
+        resource: ResourceIdentifier {
+            group: &r.group,
+            resource: &r.resource,
+            name: &r.name,
+            namespace: &r.namespace,
+        },
+        json_paths: f
+            .rules
+            .iter()
+            .flat_map(|rule| match rule {
+                FeedbackRule::JsonPaths(paths) => paths.as_slice(),
+                FeedbackRule::WellKnownStatus => &[],
+            })
+            .map(|p| JsonPath {
+                name: &p.name,
+                path: &p.path,
+            })
+            .collect(),
+    }
 }
 
-/// Enforces the output caps on returned strings.
+/// The output caps of `limits`.
+fn caps(limits: &Limits) -> OutputCaps {
+    OutputCaps {
+        max_bytes: limits.max_output_bytes,
+        max_objects: limits.max_manifests,
+    }
+}
+
+/// `hook`'s output refusal as this crate's error.
+fn output_error(hook: Hook, e: ReadOutputError) -> Error {
+    match e {
+        ReadOutputError::TooLarge { what, actual, limit } => Error::OutputTooLarge {
+            hook,
+            what,
+            actual,
+            limit,
+        },
+        ReadOutputError::Invalid { reason } => Error::InvalidOutput { hook, reason },
+    }
+}
+
+/// Enforces the output caps on returned strings ([`output::check_size`]).
 pub(crate) fn check_output_size<'a>(
     hook: Hook,
     limits: &Limits,
     strings: impl IntoIterator<Item = &'a str>,
 ) -> Result<()> {
-    let total: usize = strings.into_iter().map(str::len).fold(0, usize::saturating_add);
-    if total > limits.max_output_bytes {
-        return Err(Error::OutputTooLarge {
-            hook,
-            what: "bytes",
-            actual: total,
-            limit: limits.max_output_bytes,
-        });
-    }
-    Ok(())
+    output::check_size(limits.max_output_bytes, strings).map_err(|e| output_error(hook, e))
 }
 
-/// Applies the count and byte caps, then parses each string as a Kubernetes object: a JSON object
-/// with string `apiVersion`, `kind` and non-empty `metadata.name`.
+/// The objects a hook returned, capped and shape-checked ([`output::parse_objects`]).
 pub(crate) fn parse_objects(hook: Hook, limits: &Limits, raw: Vec<String>) -> Result<Vec<Value>> {
-    if raw.len() > limits.max_manifests {
-        return Err(Error::OutputTooLarge {
-            hook,
-            what: "manifests",
-            actual: raw.len(),
-            limit: limits.max_manifests,
-        });
-    }
-    check_output_size(hook, limits, raw.iter().map(String::as_str))?;
-    raw.iter()
-        .enumerate()
-        .map(|(i, text)| {
-            let invalid = |reason: String| Error::InvalidOutput {
-                hook,
-                reason: format!("object {i}: {reason}"),
-            };
-            let value: Value = serde_json::from_str(text).map_err(|e| invalid(format!("not JSON: {e}")))?;
-            let field = |path: &[&str]| {
-                path.iter()
-                    .try_fold(&value, |v, k| v.get(k))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-            };
-            if !value.is_object() {
-                return Err(invalid("not a JSON object".into()));
-            }
-            if field(&["apiVersion"]).is_empty() || field(&["kind"]).is_empty() {
-                return Err(invalid("missing apiVersion or kind".into()));
-            }
-            if field(&["metadata", "name"]).is_empty() {
-                return Err(invalid("missing metadata.name".into()));
-            }
-            Ok(value)
-        })
-        .collect()
+    output::parse_objects(caps(limits), &raw).map_err(|e| output_error(hook, e))
 }
 
-/// Hub permissions may only be `rbac.authorization.k8s.io/v1` Roles and RoleBindings in the
-/// cluster namespace (`metadata.namespace` unset or equal to the cluster name). The hub applies
-/// them with its own identity, so anything else would let a plugin act outside its cluster.
+/// Hub permissions confined to the cluster namespace ([`output::check_hub_permissions`]).
 pub(crate) fn check_hub_permissions(hook: Hook, cluster: &str, objects: &[Value]) -> Result<()> {
-    for (i, o) in objects.iter().enumerate() {
-        let invalid = |reason: String| Error::InvalidOutput {
-            hook,
-            reason: format!("object {i}: {reason}"),
-        };
-        let api_version = o.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
-        let kind = o.get("kind").and_then(Value::as_str).unwrap_or_default();
-        if api_version != "rbac.authorization.k8s.io/v1" || !matches!(kind, "Role" | "RoleBinding") {
-            return Err(invalid(format!(
-                "{api_version} {kind} is not an rbac.authorization.k8s.io/v1 Role or RoleBinding"
-            )));
-        }
-        match o.pointer("/metadata/namespace") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(ns)) if ns == cluster => {}
-            Some(other) => {
-                return Err(invalid(format!(
-                    "namespace {other} is not the cluster namespace {cluster:?}"
-                )));
-            }
-        }
-    }
-    Ok(())
+    output::check_hub_permissions(cluster, objects).map_err(|e| output_error(hook, e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{CustomSignerRegistration, KubeClientRegistration};
+    use crate::types::{
+        CustomSignerRegistration, FeedbackRule, KubeClientRegistration, ProbeField,
+        ResourceIdentifier as Resource,
+    };
 
     fn options(registrations: Vec<Registration>) -> AddonOptions {
         AddonOptions {
@@ -518,75 +322,59 @@ mod tests {
         assert!(!window.matches(&Version::new(0, 9, 0)));
     }
 
-    #[test]
-    fn default_and_templated_kube_client_subjects_are_accepted() {
-        assert!(check_options(&options(vec![kube_client(None)])).is_ok());
-        assert!(check_options(&options(vec![kube_client(Some(default_subject_template()))])).is_ok());
-    }
+    // The rules themselves are tested in flotilla-core; these check the views at the boundary.
 
     #[test]
-    fn kube_client_subject_for_another_cluster_is_refused() {
+    fn describe_answers_reach_the_registration_rules_whole() {
+        assert!(check_options(&options(vec![kube_client(None)])).is_ok());
+        assert!(check_options(&options(vec![kube_client(Some(default_subject_template()))])).is_ok());
+
         let mut s = default_subject_template();
         s.user = "system:open-cluster-management:cluster:other:addon:{addon-name}:agent:x".into();
         let err = check_options(&options(vec![kube_client(Some(s))])).unwrap_err();
+        assert!(matches!(err, ValidationError::InvalidDescribe { .. }), "{err}");
         assert!(err.to_string().contains("not the add-on agent identity"), "{err}");
 
         let mut s = default_subject_template();
-        s.groups.push("system:open-cluster-management:other".into());
-        assert!(check_options(&options(vec![kube_client(Some(s))])).is_err());
+        s.organization_units = vec!["{cluster}".into()];
+        assert!(check_options(&options(vec![custom("example.com/s", Some(s))])).is_err());
+        let err = check_options(&options(vec![custom(KUBE_CLIENT_SIGNER, None)])).unwrap_err();
+        assert!(err.to_string().contains("Kubernetes signer"), "{err}");
 
-        let mut s = default_subject_template();
-        s.groups = vec!["system:masters".into()];
-        assert!(check_options(&options(vec![kube_client(Some(s))])).is_err());
+        let mut o = options(vec![]);
+        o.default_install_namespace = Some("Not_A_Label".into());
+        assert!(check_options(&o).is_err());
     }
 
     #[test]
-    fn kubernetes_signers_are_refused_as_custom_signers() {
-        for signer in [
-            KUBE_CLIENT_SIGNER,
-            "kubernetes.io/kubelet-serving",
-            "beta.kubernetes.io/x",
-            "k8s.io/x",
-        ] {
-            let err = check_options(&options(vec![custom(signer, None)])).unwrap_err();
-            assert!(err.to_string().contains("Kubernetes signer"), "{signer}: {err}");
-        }
-        assert!(check_options(&options(vec![custom("example.com/signer", None)])).is_ok());
-        assert!(check_options(&options(vec![custom("no-slash", None)])).is_err());
-    }
-
-    #[test]
-    fn custom_signer_subjects_may_not_claim_system_identities() {
-        let s = Subject {
-            user: "system:admin".into(),
-            groups: vec![],
-            organization_units: vec![],
+    fn probe_field_refusals_show_the_records_the_plugin_returned() {
+        let resource = Resource {
+            group: "apps".into(),
+            resource: "deployments".into(),
+            name: String::new(),
+            namespace: "ns".into(),
         };
-        assert!(check_options(&options(vec![custom("example.com/s", Some(s))])).is_err());
-        let s = Subject {
-            user: "my-agent".into(),
-            groups: vec!["system:masters".into()],
-            organization_units: vec![],
+        let path = crate::types::JsonPath {
+            name: "ready".into(),
+            path: "readyReplicas".into(),
         };
-        assert!(check_options(&options(vec![custom("example.com/s", Some(s))])).is_err());
-        let s = Subject {
-            user: "my-agent".into(),
-            groups: vec!["my-team".into()],
-            organization_units: vec![],
+        let probe = |resource: Resource, rules| {
+            let mut o = options(vec![]);
+            o.health = HealthMode::Customized(vec![ProbeField { resource, rules }]);
+            check_options(&o).unwrap_err().to_string()
         };
-        assert!(check_options(&options(vec![custom("example.com/s", Some(s))])).is_ok());
-    }
-
-    #[test]
-    fn unknown_placeholders_and_duplicate_registrations_are_refused() {
-        let s = Subject {
-            user: "agent-{cluster}".into(),
-            groups: vec![],
-            organization_units: vec![],
+        let err = probe(resource.clone(), vec![]);
+        assert!(err.contains(&format!("probe field {resource:?} needs")), "{err}");
+        let named = Resource {
+            name: "agent".into(),
+            ..resource
         };
-        assert!(check_options(&options(vec![custom("example.com/s", Some(s))])).is_err());
-        assert!(check_options(&options(vec![kube_client(None), kube_client(None)])).is_err());
-        assert!(check_options(&options(vec![custom("a.io/s", None), custom("a.io/s", None)])).is_err());
+        let rules = vec![
+            FeedbackRule::WellKnownStatus,
+            FeedbackRule::JsonPaths(vec![path.clone()]),
+        ];
+        let err = probe(named, rules);
+        assert!(err.contains(&format!("json path {path:?} needs")), "{err}");
     }
 
     #[test]
@@ -616,36 +404,47 @@ mod tests {
     }
 
     #[test]
-    fn hub_permissions_must_stay_in_the_cluster_namespace() {
-        let role = |ns: &str, kind: &str| {
-            serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
-                "metadata": {"name": "r", "namespace": ns}})
+    fn output_refusals_name_the_hook() {
+        let limits = Limits {
+            max_manifests: 1,
+            max_output_bytes: 64,
+            ..Limits::default()
         };
-        assert!(check_hub_permissions(Hook::HubPermissions, "c1", &[role("c1", "Role")]).is_ok());
-        assert!(check_hub_permissions(Hook::HubPermissions, "c1", &[role("c2", "RoleBinding")]).is_err());
-        assert!(check_hub_permissions(Hook::HubPermissions, "c1", &[role("c1", "ClusterRole")]).is_err());
-    }
-
-    #[test]
-    fn objects_need_api_version_kind_and_name() {
-        let limits = Limits::default();
         let ok = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}"#.to_owned();
         assert_eq!(
-            parse_objects(Hook::Manifests, &limits, vec![ok])
+            parse_objects(Hook::Manifests, &limits, vec![ok.clone()])
                 .map(|v| v.len())
                 .ok(),
             Some(1)
         );
-        for bad in [
-            "[]",
-            "{}",
-            r#"{"apiVersion":"v1","kind":"ConfigMap"}"#,
-            "not json",
-        ] {
-            assert!(matches!(
-                parse_objects(Hook::Manifests, &limits, vec![bad.into()]),
-                Err(Error::InvalidOutput { .. })
-            ));
-        }
+        assert!(matches!(
+            parse_objects(Hook::Manifests, &limits, vec![ok.clone(), ok.clone()]),
+            Err(Error::OutputTooLarge {
+                hook: Hook::Manifests,
+                what: "manifests",
+                actual: 2,
+                limit: 1
+            })
+        ));
+        let err = parse_objects(Hook::HubPermissions, &limits, vec!["[]".into()]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "hub-permissions returned invalid output: object 0: not a JSON object"
+        );
+        assert!(matches!(
+            check_output_size(Hook::ApproveCsr, &limits, [&*"x".repeat(65)]),
+            Err(Error::OutputTooLarge {
+                hook: Hook::ApproveCsr,
+                what: "bytes",
+                actual: 65,
+                limit: 64
+            })
+        ));
+        let objects = parse_objects(Hook::HubPermissions, &limits, vec![ok]).unwrap();
+        let err = check_hub_permissions(Hook::HubPermissions, "c1", &objects).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidOutput { hook: Hook::HubPermissions, reason } if reason.contains("v1 ConfigMap is not")),
+            "{err}"
+        );
     }
 }

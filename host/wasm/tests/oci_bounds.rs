@@ -188,3 +188,30 @@ async fn every_registry_read_stops_at_its_cap_however_the_registry_lies() {
         assert!(err.to_string().contains(words), "{repository}: {err}");
     }
 }
+
+#[tokio::test]
+async fn a_registry_answering_an_image_index_is_refused_before_any_blob_is_read() {
+    // An index whose one entry is a Wasm artifact; its manifest and blobs are never asked for
+    // (the registry would answer 404 for them).
+    let config_digest = Digest::of(CONFIG).to_string();
+    let inner = manifest((&config_digest, CONFIG.len() as u64), (&config_digest, 1));
+    let index = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": Digest::of(&inner).to_string(),
+            "size": inner.len(),
+            "platform": {"architecture": "wasm", "os": "wasip2"},
+        }],
+    }))
+    .unwrap();
+    let address = hostile_registry(BTreeMap::from([(
+        "/v2/index/manifests/v1".to_owned(),
+        Body::Exact(index),
+    )]))
+    .await;
+    let err = pull(&address, "index").await;
+    assert_eq!(err.reason(), "NotAWasmArtifact", "{err}");
+    assert!(err.to_string().contains("image index"), "{err}");
+}

@@ -9,6 +9,8 @@
 //!                                                       └─▶ addon-<name>-pre-delete
 //! works' conditions ──▶ ManifestApplied, Progressing, Configured, installProgressions  status
 //! plugin revision (digest) released and applied per add-on, like a config            revision
+//! plugin describe() answer checked at load                              plugin_options
+//! plugin hook outputs checked after each call                           plugin_output
 //! ```
 //!
 //! Every rule follows OCM's add-on manager and addon-framework (see
@@ -20,6 +22,8 @@ pub mod go_json;
 pub mod health;
 pub mod install;
 pub mod permissions;
+pub mod plugin_options;
+pub mod plugin_output;
 pub mod registration;
 pub mod revision;
 pub mod rollout;

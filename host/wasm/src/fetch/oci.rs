@@ -10,13 +10,16 @@
 //!
 //! Credentials come from a `kubernetes.io/dockerconfigjson` Secret (`pullSecretRef`) on the hub,
 //! or a docker `config.json` for the CLI; both parse with [`credentials_for`].
+//!
+//! What the registry serves is read by the pure readers of `flotilla-oci` (fuzzed there); this
+//! module does the requests and caps.
 
 use std::collections::BTreeMap;
 use std::sync::Once;
 use std::time::Duration;
 
-use base64::Engine as _;
 use flotilla_api::plugins::v1alpha1::SecretReference;
+pub use flotilla_oci::{RegistryAuth, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, credentials_for};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -25,19 +28,13 @@ use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
 use oci_client::{Client, Reference};
-use serde::Deserialize;
-
-pub use oci_client::secrets::RegistryAuth;
 
 use flotilla_core::cosign;
+use flotilla_oci::SignatureLayer;
 
 use super::Fetched;
 use crate::{Digest, FetchError};
 
-/// Config media type of a Wasm artifact (CNCF layout).
-pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
-/// Layer media type of a Wasm artifact (CNCF layout).
-pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 /// Largest manifest read. A Wasm artifact's manifest is well under 1 KiB.
 pub const MAX_MANIFEST_BYTES: usize = 64 << 10;
 /// Largest config blob read. A Wasm artifact's config lists the component's imports and
@@ -113,22 +110,21 @@ pub async fn pull(
         reference: reference.to_owned(),
         reason,
     };
-    let manifest: OciImageManifest =
-        serde_json::from_slice(&raw).map_err(|e| not_wasm(format!("manifest does not parse: {e}")))?;
-    let layer = wasm_layer(&manifest).map_err(not_wasm)?;
+    let artifact = flotilla_oci::read_wasm_manifest(&raw).map_err(not_wasm)?;
+    let layer = artifact.layer;
 
     // The config: read (capped, digest-checked) so a registry cannot serve an unbounded one, and
     // checked to be JSON as the layout requires.
     let config_too_large = |actual: String| FetchError::ConfigTooLarge {
         reference: reference.to_owned(),
-        digest: manifest.config.digest.clone(),
+        digest: artifact.config.digest.clone(),
         actual,
         limit: MAX_CONFIG_BYTES,
     };
     let config = read_blob(
         &client,
         &parsed,
-        &manifest.config,
+        &artifact.config,
         MAX_CONFIG_BYTES,
         &config_too_large,
         &fail,
@@ -345,21 +341,12 @@ async fn verify_signature(
         }
         Err(e) => return Err(e),
     };
-    let manifest: OciImageManifest = serde_json::from_slice(&raw)
-        .map_err(|e| invalid(format!("signature manifest does not parse: {e}")))?;
+    let layers = flotilla_oci::read_signature_manifest(&raw).map_err(invalid)?;
     let registry = image.resolve_registry().to_owned();
     let fail = |stage: Stage<'_>, e: OciDistributionError| classify(e, &registry, reference, stage);
     let mut reasons = Vec::new();
-    for layer in manifest
-        .layers
-        .iter()
-        .filter(|l| l.media_type == cosign::SIMPLE_SIGNING_MEDIA_TYPE)
-    {
-        let Some(signature) = layer
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(cosign::SIGNATURE_ANNOTATION))
-        else {
+    for SignatureLayer { layer, signature } in &layers {
+        let Some(signature) = signature else {
             reasons.push(format!(
                 "layer {} has no {} annotation",
                 layer.digest,
@@ -425,27 +412,6 @@ pub async fn push_signature(
         .await
         .map_err(|e| classify(e, &registry, reference, Stage::Push))?;
     Ok(signatures.whole())
-}
-
-/// The one `application/wasm` layer of a CNCF Wasm artifact manifest.
-fn wasm_layer(manifest: &OciImageManifest) -> Result<OciDescriptor, String> {
-    if manifest.config.media_type != WASM_CONFIG_MEDIA_TYPE {
-        return Err(format!(
-            "config media type is {:?}, want {WASM_CONFIG_MEDIA_TYPE:?}",
-            manifest.config.media_type
-        ));
-    }
-    match manifest.layers.as_slice() {
-        [layer] if layer.media_type == WASM_LAYER_MEDIA_TYPE => Ok(layer.clone()),
-        [layer] => Err(format!(
-            "layer media type is {:?}, want {WASM_LAYER_MEDIA_TYPE:?}",
-            layer.media_type
-        )),
-        layers => Err(format!(
-            "{} layers, want exactly one {WASM_LAYER_MEDIA_TYPE:?} layer",
-            layers.len()
-        )),
-    }
 }
 
 /// Which request failed, to tell a missing manifest from a missing layer.
@@ -570,76 +536,6 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 
 // === credentials ===
 
-#[derive(Deserialize)]
-struct DockerConfig {
-    #[serde(default)]
-    auths: BTreeMap<String, DockerAuth>,
-}
-
-#[derive(Deserialize, Default)]
-struct DockerAuth {
-    #[serde(default)]
-    username: Option<String>,
-    #[serde(default)]
-    password: Option<String>,
-    #[serde(default)]
-    auth: Option<String>,
-    #[serde(default, alias = "registrytoken")]
-    identitytoken: Option<String>,
-}
-
-/// `host[:port]` of a docker config key (`https://host:5000/v1/` → `host:5000`), with Docker
-/// Hub's aliases folded into one.
-fn registry_key(key: &str) -> String {
-    let key = key
-        .trim()
-        .trim_start_matches("https://")
-        .trim_start_matches("http://");
-    let host = key.split('/').next().unwrap_or_default().to_ascii_lowercase();
-    match host.as_str() {
-        "docker.io" | "registry-1.docker.io" => "index.docker.io".to_owned(),
-        _ => host,
-    }
-}
-
-/// Credentials for `registry` in a docker config (`{"auths": {...}}`, as in
-/// `~/.docker/config.json` and `kubernetes.io/dockerconfigjson` secrets). `Ok(None)` when the
-/// config has no entry for the registry.
-pub fn credentials_for(config_json: &[u8], registry: &str) -> Result<Option<RegistryAuth>, String> {
-    let config: DockerConfig =
-        serde_json::from_slice(config_json).map_err(|e| format!("not a docker config: {e}"))?;
-    credentials_in(config.auths, registry)
-}
-
-fn credentials_in(
-    auths: BTreeMap<String, DockerAuth>,
-    registry: &str,
-) -> Result<Option<RegistryAuth>, String> {
-    let want = registry_key(registry);
-    let Some((key, entry)) = auths.into_iter().find(|(key, _)| registry_key(key) == want) else {
-        return Ok(None);
-    };
-    if let (Some(user), Some(password)) = (&entry.username, &entry.password) {
-        return Ok(Some(RegistryAuth::Basic(user.clone(), password.clone())));
-    }
-    if let Some(auth) = &entry.auth {
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(auth.trim())
-            .map_err(|e| format!("auths[{key:?}].auth is not base64: {e}"))?;
-        let text = String::from_utf8(decoded).map_err(|_| format!("auths[{key:?}].auth is not UTF-8"))?;
-        let (user, password) = text
-            .split_once(':')
-            .ok_or_else(|| format!("auths[{key:?}].auth is not `user:password`"))?;
-        return Ok(Some(RegistryAuth::Basic(user.to_owned(), password.to_owned())));
-    }
-    if let Some(token) = &entry.identitytoken {
-        return Ok(Some(RegistryAuth::Bearer(token.clone())));
-    }
-    Err(format!(
-        "auths[{key:?}] has neither username/password, auth nor identitytoken"
-    ))
-}
-
 /// Registry credentials from a pull secret on the hub.
 pub async fn auth_from_secret(
     client: &kube::Client,
@@ -675,9 +571,7 @@ pub async fn auth_from_secret(
             let json = data
                 .get(".dockercfg")
                 .ok_or_else(|| invalid("no .dockercfg key".to_owned()))?;
-            let auths: BTreeMap<String, DockerAuth> =
-                serde_json::from_slice(&json.0).map_err(|e| invalid(format!("not a docker config: {e}")))?;
-            credentials_in(auths, registry).map_err(invalid)?
+            flotilla_oci::credentials_in_dockercfg(&json.0, registry).map_err(invalid)?
         }
         other => {
             return Err(invalid(format!(
@@ -766,83 +660,4 @@ pub async fn push(
         digest,
         size: bytes.len(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn basic(auth: Option<RegistryAuth>) -> Option<(String, String)> {
-        match auth {
-            Some(RegistryAuth::Basic(u, p)) => Some((u, p)),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn docker_config_entries_match_by_host_and_port() {
-        let config = br#"{"auths": {
-            "https://127.0.0.1:5000/v1/": {"username": "alice", "password": "s3cret"},
-            "other.example:443": {"auth": "Ym9iOmh1bnRlcjI="},
-            "https://index.docker.io/v1/": {"auth": "Y2Fyb2w6eA=="}
-        }}"#;
-        assert_eq!(
-            basic(credentials_for(config, "127.0.0.1:5000").unwrap()),
-            Some(("alice".into(), "s3cret".into()))
-        );
-        assert_eq!(
-            basic(credentials_for(config, "other.example:443").unwrap()),
-            Some(("bob".into(), "hunter2".into()))
-        );
-        assert_eq!(
-            basic(credentials_for(config, "docker.io").unwrap()),
-            Some(("carol".into(), "x".into()))
-        );
-        assert!(credentials_for(config, "127.0.0.1:5001").unwrap().is_none());
-        assert!(credentials_for(b"not json", "x").is_err());
-        assert!(credentials_for(br#"{"auths": {"x": {}}}"#, "x").is_err());
-    }
-
-    fn manifest(config: &str, layers: &[&str]) -> OciImageManifest {
-        let d = |media: &str| OciDescriptor {
-            media_type: media.to_owned(),
-            digest: Digest::of(media.as_bytes()).to_string(),
-            size: 1,
-            urls: None,
-            annotations: None,
-            artifact_type: None,
-        };
-        OciImageManifest {
-            schema_version: 2,
-            media_type: Some(OCI_IMAGE_MEDIA_TYPE.to_owned()),
-            config: d(config),
-            layers: layers.iter().map(|l| d(l)).collect(),
-            subject: None,
-            artifact_type: None,
-            annotations: None,
-        }
-    }
-
-    #[test]
-    fn only_the_cncf_wasm_layout_is_accepted() {
-        assert!(wasm_layer(&manifest(WASM_CONFIG_MEDIA_TYPE, &[WASM_LAYER_MEDIA_TYPE])).is_ok());
-        let err = wasm_layer(&manifest(
-            "application/vnd.oci.image.config.v1+json",
-            &[WASM_LAYER_MEDIA_TYPE],
-        ))
-        .unwrap_err();
-        assert!(err.contains("config media type"), "{err}");
-        let err = wasm_layer(&manifest(
-            WASM_CONFIG_MEDIA_TYPE,
-            &[WASM_LAYER_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE],
-        ))
-        .unwrap_err();
-        assert!(err.contains("2 layers"), "{err}");
-        let err = wasm_layer(&manifest(
-            WASM_CONFIG_MEDIA_TYPE,
-            &["application/vnd.wasm.content.layer.v1+wasm"],
-        ))
-        .unwrap_err();
-        assert!(err.contains("layer media type"), "{err}");
-    }
 }
