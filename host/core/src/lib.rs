@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod addon;
+pub mod cel_budget;
 pub mod conditions;
 pub mod cosign;
 pub mod leader;

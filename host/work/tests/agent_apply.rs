@@ -295,6 +295,62 @@ async fn a_work_with_namespace_crd_cr_service_account_config_map_and_deployment_
     );
 }
 
+/// Condition rules run under a budget, off the agent's async workers (a multi-threaded
+/// runtime, as the agent's): a rule that would run for hours fails at its budget, and the
+/// manifest's other rule still evaluates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_condition_rule_over_its_budget_fails_and_the_other_still_evaluates() {
+    let agent = start_agent("cluster-cel-budget").await;
+    let ns = "work-cel-budget";
+    ensure_namespace(&agent, ns).await;
+    let cel_rule = |condition: &str, expression: &str| ConditionRule {
+        condition: condition.into(),
+        type_: ConditionRuleType::Cel,
+        cel_expressions: Some(vec![expression.into()]),
+        message: String::new(),
+        message_expression: String::new(),
+    };
+    let mut work = work(
+        "hostile-rule",
+        vec![config_map(ns, "settings", json!({ "mode": "fast" }))],
+    );
+    work.spec.manifest_configs = vec![ManifestConfigOption {
+        resource_identifier: identifier("", "configmaps", ns, "settings"),
+        condition_rules: vec![
+            // First: a rule after the hostile one may find the sync's deadline gone.
+            cel_rule("Fast", "object.data.mode == 'fast'"),
+            // 10^12 iterations, of a size the compile-time estimate cannot know.
+            cel_rule(
+                "Hostile",
+                "lists.range(size(object.metadata.name) * 100000).all(i, \
+                 lists.range(size(object.metadata.name) * 100000).all(j, i != j || j >= 0))",
+            ),
+        ],
+        ..Default::default()
+    }];
+    agent.create(&work).await;
+    let done = agent
+        .wait_work("hostile-rule", "both rules evaluated", |w| {
+            manifest_condition(w, 0, "Hostile").is_some() && manifest_condition(w, 0, "Fast").is_some()
+        })
+        .await;
+    let hostile = manifest_condition(&done, 0, "Hostile").unwrap();
+    assert_eq!(
+        (hostile.status.as_str(), hostile.reason.as_str()),
+        ("False", "ConditionRuleExpressionError")
+    );
+    assert!(
+        hostile.message.contains("ran over its budget"),
+        "{}",
+        hostile.message
+    );
+    let fast = manifest_condition(&done, 0, "Fast").unwrap();
+    assert_eq!(
+        (fast.status.as_str(), fast.reason.as_str()),
+        ("True", "ConditionRuleEvaluated")
+    );
+}
+
 #[tokio::test]
 async fn update_reverts_drift_and_create_only_leaves_the_object_alone() {
     let agent = start_agent("cluster-strategies").await;

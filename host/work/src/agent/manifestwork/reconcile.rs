@@ -31,6 +31,7 @@ use flotilla_api::work::{
     },
 };
 use flotilla_core::{
+    cel_budget::Meter,
     conditions::is_true,
     work::agent::{
         conditions::{
@@ -195,6 +196,8 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
     let mut manifests = Vec::with_capacity(results.len());
     let mut needs_polling = false;
     let mut watched = BTreeMap::new();
+    // One budget for the condition rules of all the manifests (see `rules::RULES_DEADLINE`).
+    let rules_meter = Arc::new(Meter::new(rules::RULES_DEADLINE));
     for result in &results {
         let config = find_config(&work.spec.manifest_configs, &result.meta);
         let mut desired = vec![
@@ -226,14 +229,18 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
             let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
             desired.push(feedback_synced(!feedback_rules.is_empty(), &errors, generation));
             let condition_rules = config.map(|c| c.condition_rules.as_slice()).unwrap_or_default();
-            for condition in rules::evaluate(
-                condition_rules,
-                &result.meta.group,
-                &result.meta.version,
-                &result.meta.kind,
-                live,
-            ) {
-                desired.push(from_rule(&condition, generation));
+            if !condition_rules.is_empty() {
+                let evaluated = off_the_async_workers(|| {
+                    rules::evaluate(
+                        condition_rules,
+                        &result.meta.group,
+                        &result.meta.version,
+                        &result.meta.kind,
+                        live,
+                        &rules_meter,
+                    )
+                });
+                desired.extend(evaluated.iter().map(|condition| from_rule(condition, generation)));
             }
             needs_polling |= (!feedback_rules.is_empty() || !condition_rules.is_empty()) && !watch;
         }
@@ -291,6 +298,15 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
         return Ok(Action::requeue(ctx.options.status_sync_interval));
     }
     Ok(Action::requeue(jittered(ctx.options.resync_interval)))
+}
+
+/// Runs `work` (CPU-bound for up to its CEL deadline) so that the runtime moves this worker's
+/// other tasks elsewhere meanwhile; where the runtime has one thread (tests), in place.
+fn off_the_async_workers<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::current().runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
+        _ => work(),
+    }
 }
 
 /// `base` ±50 %.
