@@ -32,8 +32,12 @@ pub async fn run<K, C, E, F, Fut>(
     F: FnMut(Arc<K>, Arc<C>) -> Fut,
     Fut: Future<Output = Result<controller::Action, E>> + Send + 'static,
 {
-    let error_policy =
-        move |object: Arc<K>, error: &E, _: Arc<C>| requeue_after_error(name, object.as_ref(), error);
+    let failures = Arc::new(crate::backoff::Failures::default());
+    let counted = Arc::clone(&failures);
+    let error_policy = move |object: Arc<K>, error: &E, _: Arc<C>| {
+        let attempt = counted.failed(&ObjectRef::from_obj(object.as_ref()).to_string());
+        requeue_after_error(name, object.as_ref(), error, attempt)
+    };
     let metrics = crate::metrics::global();
     let mut reconcile = reconcile;
     // Every reconcile runs in a span naming its controller and object, so its log lines (text
@@ -59,20 +63,25 @@ pub async fn run<K, C, E, F, Fut>(
             metrics.cache_synced(name);
         }
     };
-    let running = controller.run(timed, error_policy, context).for_each(|result| {
-        match result {
-            Ok((object, _)) => tracing::trace!(controller = name, %object, "reconciled"),
-            Err(controller::Error::ReconcilerFailed(error, object)) => {
-                tracing::trace!(controller = name, %object, %error, "reconcile failed");
+    let running = controller
+        .run(timed, error_policy, context)
+        .for_each(move |result| {
+            match result {
+                Ok((object, _)) => {
+                    failures.succeeded(&object.to_string());
+                    tracing::trace!(controller = name, %object, "reconciled");
+                }
+                Err(controller::Error::ReconcilerFailed(error, object)) => {
+                    tracing::trace!(controller = name, %object, %error, "reconcile failed");
+                }
+                // A requeued object that was deleted meanwhile: expected, nothing to do.
+                Err(controller::Error::ObjectNotFound(object)) => {
+                    tracing::debug!(controller = name, %object, "object gone before its requeue");
+                }
+                Err(error) => tracing::warn!(controller = name, %error, "controller trouble"),
             }
-            // A requeued object that was deleted meanwhile: expected, nothing to do.
-            Err(controller::Error::ObjectNotFound(object)) => {
-                tracing::debug!(controller = name, %object, "object gone before its requeue");
-            }
-            Err(error) => tracing::warn!(controller = name, %error, "controller trouble"),
-        }
-        std::future::ready(())
-    });
+            std::future::ready(())
+        });
     futures::join!(running, synced);
 }
 
@@ -134,10 +143,25 @@ fn keep_only<K>(object: &mut PartialObjectMeta<K>, labels: &[&str]) {
     };
 }
 
+/// Runs `work`, CPU-bound for up to a deadline of its own (CEL evaluation), so that the
+/// runtime moves this worker's other tasks (lease renewals among them) to other threads
+/// meanwhile; on a runtime with one thread (tests), in place.
+pub fn off_the_async_workers<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::current().runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}
+
 /// The error policy of every controller: log, then back off with [`crate::backoff`]. Conflicts
 /// are routine where several writers share an object (an agent and several hub controllers
 /// write a ManagedCluster), so they are logged at debug level only.
-fn requeue_after_error<K, E>(controller_name: &'static str, object: &K, error: &E) -> controller::Action
+fn requeue_after_error<K, E>(
+    controller_name: &'static str,
+    object: &K,
+    error: &E,
+    attempt: u32,
+) -> controller::Action
 where
     K: Resource<DynamicType = ()>,
     E: std::error::Error + 'static,
@@ -148,7 +172,7 @@ where
     } else {
         tracing::warn!(controller = controller_name, %object, %error, "reconcile failed; retrying");
     }
-    crate::backoff::requeue_after(error)
+    crate::backoff::requeue_after(error, attempt)
 }
 
 /// Whether `store` holds its first full list, checked without waiting. A reconcile must not

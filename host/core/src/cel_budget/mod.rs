@@ -50,6 +50,7 @@ pub const ASSUMED_LIST_SIZE: u64 = 256;
 const WITHIN: &str = "@flotilla_within";
 const STEP: &str = "@flotilla_step";
 const STEP_BOOL: &str = "@flotilla_step_bool";
+const RESERVE: &str = "@flotilla_reserve";
 
 /// Why an expression is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -172,6 +173,16 @@ fn meter(expr: &mut IdedExpr) {
             meter_loop(c);
         }
         Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => {}
+    }
+    // `lists.range(n)` is charged its `n + 1` units before it builds the list, so a range past
+    // the budget is never allocated (charged after, as other calls are, one range of a million
+    // would be built whole before the meter could stop it).
+    if let Expr::Call(call) = &mut expr.expr
+        && is_range(call)
+        && let [count] = call.args.as_mut_slice()
+    {
+        wrap(RESERVE, count);
+        return;
     }
     // A call can build a value much larger than its arguments with no comprehension at all:
     // `lists.range(n)` a million elements, `'aaaa'.replace('a', 'aaaa')` chained fifteen times
@@ -439,6 +450,15 @@ fn declare_meter(context: &mut Context<'_, '_>, meter: &Arc<Meter>) -> Result<()
             Err(over_budget(STEP))
         }
     })?;
+    let reserve = Arc::clone(meter);
+    context.add_function(RESERVE, move |count: i64| -> Result<i64, ExecutionError> {
+        let cost = u64::try_from(count).unwrap_or(0).saturating_add(1);
+        if reserve.charge(cost) {
+            Ok(count)
+        } else {
+            Err(over_budget(RESERVE))
+        }
+    })?;
     let guard = Arc::clone(meter);
     context.add_function(STEP_BOOL, move |keep: bool| -> Result<bool, ExecutionError> {
         if guard.charge(1) {
@@ -492,6 +512,38 @@ mod tests {
         for _ in 0..2 {
             assert_eq!(program.run(&context, &meter), Ok(Value::Bool(true)));
         }
+    }
+
+    #[test]
+    fn a_range_is_charged_before_it_is_built() {
+        let program = compile("lists.range(size('ab') * 3) == [0, 1, 2, 3, 4, 5]").unwrap();
+        let Expr::Call(equals) = &program.metered.expr else {
+            panic!("the comparison stays a call");
+        };
+        let Expr::Call(range) = &equals.args[0].expr else {
+            panic!(
+                "the range is not wrapped after the fact: {:?}",
+                equals.args[0].expr
+            );
+        };
+        assert!(is_range(range));
+        assert!(
+            matches!(&range.args[0].expr, Expr::Call(count) if count.func_name == RESERVE),
+            "its count is charged first: {:?}",
+            range.args[0].expr
+        );
+        assert_eq!(
+            metered(program.source(), Duration::from_secs(60)),
+            Ok(Value::Bool(true))
+        );
+        // A million and one units: refused by the charge, before a list is made.
+        assert_eq!(
+            metered(
+                "lists.range(size('ab') * 500000).size() > 0",
+                Duration::from_secs(60)
+            ),
+            Err(RunError::Overrun(Overrun::Cost))
+        );
     }
 
     #[test]

@@ -90,7 +90,7 @@ pub(super) async fn reconcile(placement: Arc<Placement>, ctx: Arc<Context>) -> R
 
     // Decide.
     let compiled = ctx.compiled(&placement);
-    let outcome = off_the_async_workers(|| {
+    let outcome = flotilla_kube::controller::off_the_async_workers(|| {
         schedule(
             &Inputs {
                 placement: &placement,
@@ -299,15 +299,5 @@ fn record_scores(ctx: &Context, placement: &Placement, outcome: &Schedule) {
                 secondary: None,
             },
         );
-    }
-}
-
-/// Runs `work` (CPU-bound for up to its CEL deadline) so that the runtime moves this worker's
-/// other tasks (lease renewal among them) elsewhere meanwhile; where the runtime has one
-/// thread (tests), in place.
-fn off_the_async_workers<T>(work: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::current().runtime_flavor() {
-        tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
-        _ => work(),
     }
 }

@@ -117,6 +117,8 @@ pub struct Context {
     pub(crate) fetcher: Fetcher,
     pub(crate) config: ControllerConfig,
     pub(crate) state: Mutex<State>,
+    /// Failed API writes in a row per `AddOnPlugin`, for [`error_policy`]'s backoff.
+    pub(crate) api_failures: flotilla_kube::backoff::Failures,
 }
 
 impl std::fmt::Debug for Context {
@@ -149,6 +151,7 @@ impl Context {
             registry,
             config,
             state: Mutex::new(State::default()),
+            api_failures: flotilla_kube::backoff::Failures::default(),
         }
     }
 
@@ -186,10 +189,12 @@ impl Context {
     }
 }
 
-/// Requeue policy for [`ReconcileError`]s (API writes): conflicts at once, the rest after 10 s.
-pub fn error_policy(_plugin: Arc<AddOnPlugin>, error: &ReconcileError, _ctx: Arc<Context>) -> Action {
+/// Requeue policy for [`ReconcileError`]s (API writes): conflicts at once, the rest backing
+/// off ([`flotilla_kube::backoff`]).
+pub fn error_policy(plugin: Arc<AddOnPlugin>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     tracing::warn!(%error, "AddOnPlugin reconcile failed");
-    flotilla_kube::backoff::requeue_after(error)
+    let attempt = ctx.api_failures.failed(&plugin.name_any());
+    flotilla_kube::backoff::requeue_after(error, attempt)
 }
 
 /// Runs the controller until the watch stream ends. The hub calls this once, with the registry
@@ -234,7 +239,18 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, config: Controll
     let faults = report_faults(Arc::clone(&context), fault_events);
     let controller = controller
         .reconcile_all_on(source_changes)
-        .run(reconcile, error_policy, context)
+        .run(
+            |plugin, ctx| async move {
+                let name = plugin.name_any();
+                let result = reconcile(plugin, Arc::clone(&ctx)).await;
+                if result.is_ok() {
+                    ctx.api_failures.succeeded(&name);
+                }
+                result
+            },
+            error_policy,
+            context,
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "AddOnPlugin controller event");

@@ -30,7 +30,7 @@ use flotilla_api::work::{
 use serde_json::Value;
 
 use crate::{
-    cel_budget::{self, COST_LIMIT, CelError, MAX_EXPRESSION_LENGTH, Meter, Overrun, RunError},
+    cel_budget::{self, COST_LIMIT, CelError, MAX_EXPRESSION_LENGTH, Meter, RunError},
     conditions::{FALSE, TRUE, UNKNOWN},
 };
 
@@ -145,12 +145,11 @@ fn run(expression: &str, context: &Context<'_, '_>, meter: &Meter) -> Result<Cel
     })?;
     program.run(context, meter).map_err(|e| match e {
         RunError::Failed(e) => Failure::error(format!("expression {expression:?} failed: {}", failure(&e))),
-        RunError::Overrun(Overrun::Cost) => Failure::over_budget(format!(
-            "expression {expression:?} ran over its budget: it cost more than {COST_LIMIT}"
-        )),
-        RunError::Overrun(Overrun::Deadline) => Failure::over_budget(format!(
-            "expression {expression:?} ran over its budget: the work's condition rules ran past \
-             their deadline"
+        // One message whichever limit stopped it: on a busy agent the same expression may hit
+        // either from one sync to the next, and the condition must not change with it.
+        RunError::Overrun(_) => Failure::over_budget(format!(
+            "expression {expression:?} ran over its budget: a cost of {COST_LIMIT}, or the \
+             work's condition rules' {RULES_DEADLINE:?} per sync"
         )),
     })
 }
@@ -567,6 +566,22 @@ mod budget_tests {
         let job = json!({"status": {"conditions": [{"type": "Complete", "status": "True"}]}});
         let conditions = evaluate(&[well_known], "batch", "v1", "Job", &job, &meter);
         assert_over_budget(&conditions[0]);
+    }
+
+    #[test]
+    fn a_rule_stopped_by_its_cost_or_by_the_deadline_says_the_same() {
+        // Which limit stops a hostile rule depends on the agent's load; its condition must not
+        // change from one sync to the next with it (each change is a status write).
+        let hostile = || {
+            rule(
+                &["lists.range(size(object.metadata.name) * 300000).map(i, i).size() > 0"],
+                "",
+            )
+        };
+        let by_cost = condition_of(hostile(), &Arc::new(Meter::new(RULES_DEADLINE)));
+        let by_deadline = condition_of(hostile(), &Arc::new(Meter::new(std::time::Duration::ZERO)));
+        assert_over_budget(&by_cost);
+        assert_eq!(by_cost, by_deadline);
     }
 
     #[test]

@@ -230,7 +230,7 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
             desired.push(feedback_synced(!feedback_rules.is_empty(), &errors, generation));
             let condition_rules = config.map(|c| c.condition_rules.as_slice()).unwrap_or_default();
             if !condition_rules.is_empty() {
-                let evaluated = off_the_async_workers(|| {
+                let evaluated = flotilla_kube::controller::off_the_async_workers(|| {
                     rules::evaluate(
                         condition_rules,
                         &result.meta.group,
@@ -298,15 +298,6 @@ pub(crate) async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Res
         return Ok(Action::requeue(ctx.options.status_sync_interval));
     }
     Ok(Action::requeue(jittered(ctx.options.resync_interval)))
-}
-
-/// Runs `work` (CPU-bound for up to its CEL deadline) so that the runtime moves this worker's
-/// other tasks elsewhere meanwhile; where the runtime has one thread (tests), in place.
-fn off_the_async_workers<T>(work: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::current().runtime_flavor() {
-        tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
-        _ => work(),
-    }
 }
 
 /// `base` ±50 %.
