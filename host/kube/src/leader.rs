@@ -84,10 +84,13 @@ impl LeaderElection {
             changed_at: Instant::now(),
         };
         loop {
-            match self.try_round(&api, &mut observed).await {
-                Ok(true) => break,
-                Ok(false) => {}
-                Err(error) => tracing::debug!(lease = %self.name, %error, "leader election round failed"),
+            match tokio::time::timeout(self.renew_deadline, self.try_round(&api, &mut observed)).await {
+                Ok(Ok(true)) => break,
+                Ok(Ok(false)) => {}
+                Ok(Err(error)) => {
+                    tracing::debug!(lease = %self.name, %error, "leader election round failed");
+                }
+                Err(_) => tracing::debug!(lease = %self.name, "leader election round timed out"),
             }
             tokio::time::sleep(self.retry_period).await;
         }
@@ -109,11 +112,24 @@ impl LeaderElection {
     }
 
     /// Renews until it fails for longer than the renew deadline; returns why.
+    ///
+    /// Each round may take only what is left of the renew deadline: a connection that stops
+    /// moving bytes without closing (a partition) would otherwise hold a round for the
+    /// client's read timeout, minutes, while followers take the lease after its duration and
+    /// act beside a leader that still believes it leads.
     async fn renew(&self, api: &Api<Lease>, observed: &mut Observed) -> String {
         let mut renewed_at = Instant::now();
         loop {
             tokio::time::sleep(self.retry_period).await;
-            match self.try_round(api, observed).await {
+            let left = self.renew_deadline.saturating_sub(renewed_at.elapsed());
+            let Ok(round) = tokio::time::timeout(left, self.try_round(api, observed)).await else {
+                return format!(
+                    "not renewed for {:?} (renew deadline {:?}): the renewal did not finish in time",
+                    renewed_at.elapsed(),
+                    self.renew_deadline
+                );
+            };
+            match round {
                 Ok(true) => renewed_at = Instant::now(),
                 Ok(false) => {
                     let holder = observed
@@ -199,7 +215,8 @@ impl LeaderElection {
 
     /// Clears the holder so a successor takes over at once (client-go's release on cancel).
     async fn release(&self, api: &Api<Lease>) {
-        let Ok(Some(mut lease)) = api.get_opt(&self.name).await else {
+        let read = tokio::time::timeout(self.renew_deadline, api.get_opt(&self.name)).await;
+        let Ok(Ok(Some(mut lease))) = read else {
             return;
         };
         let Some(spec) = lease.spec.as_mut() else {
@@ -211,8 +228,15 @@ impl LeaderElection {
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(Timestamp::now()));
-        if let Err(error) = api.replace(&self.name, &PostParams::default(), &lease).await {
-            tracing::warn!(lease = %self.name, %error, "could not release the lease");
+        let written = tokio::time::timeout(
+            self.renew_deadline,
+            api.replace(&self.name, &PostParams::default(), &lease),
+        )
+        .await;
+        match written {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::warn!(lease = %self.name, %error, "could not release the lease"),
+            Err(_) => tracing::warn!(lease = %self.name, "could not release the lease in time"),
         }
     }
 }
