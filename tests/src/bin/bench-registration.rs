@@ -11,6 +11,10 @@
 //! the hub's identity and one for the agents' groups, so each client's requests land in a flow
 //! schema of its own.
 //!
+//! Last, one cluster's agent floods the hub with CSRs (`FLOOD_CSRS` of them, each carrying
+//! `FLOOD_ANNOTATION_BYTES` of annotations, half labelled as add-on CSRs): the hub's RSS before
+//! and after, and how many of them the hub decided on (approved) while they came in.
+//!
 //! `cargo build --release -p flotilla && cargo run --release -p flotilla-tests --bin bench-registration -- [COUNTS] [STEADY_SECONDS]`
 //! (defaults `1,10,100` and 60).
 
@@ -40,6 +44,10 @@ use serde_json::json;
 
 /// The hub's identity in this benchmark.
 const HUB_USER: &str = "flotilla-bench-hub";
+/// CSRs in the flood.
+const FLOOD_CSRS: usize = 500;
+/// Annotation bytes per flood CSR (the apiserver takes up to 256 KiB).
+const FLOOD_ANNOTATION_BYTES: usize = 200 * 1024;
 /// Flow schemas that sort the hub apiserver's requests by client: (flow schema, who).
 const CLIENTS: &[(&str, &str)] = &[
     ("bench-hub", "hub (flotilla hub)"),
@@ -353,9 +361,92 @@ async fn main() -> anyhow::Result<()> {
         "others",
         all - counted
     );
+    csr_flood(
+        &hub_cp,
+        &hub_client,
+        hub_pid,
+        clusters.list(&Default::default()).await?.items,
+    )
+    .await?;
     for agent in agents {
         agent.abort();
     }
     drop(hub_process);
+    Ok(())
+}
+
+/// Floods the hub with CSRs from the first registered cluster's agent and prints what the hub
+/// kept of them (its RSS) and how many it approved.
+async fn csr_flood(
+    hub_cp: &ControlPlane,
+    hub: &Client,
+    hub_pid: u32,
+    registered: Vec<ManagedCluster>,
+) -> anyhow::Result<()> {
+    use futures::StreamExt as _;
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    let Some(cluster) = registered.first().map(ResourceExt::name_any) else {
+        return Ok(());
+    };
+    let agent_user = names::agent_user(&cluster, "bench-flooder");
+    let group = names::cluster_group(&cluster);
+    let flooder = hub_cp
+        .client_for(&agent_user, &[&group, names::MANAGED_CLUSTERS_GROUP])
+        .await?;
+    let request =
+        flotilla_core::x509::client_request(&agent_user, &[&group, names::MANAGED_CLUSTERS_GROUP], &[], &[])?;
+    let (_, rss_before) = flotilla_tests::process_usage(hub_pid);
+    let padding = "x".repeat(FLOOD_ANNOTATION_BYTES);
+    let started = Instant::now();
+    let csrs: Api<CertificateSigningRequest> = Api::all(flooder);
+    let created = futures::stream::iter(0..FLOOD_CSRS)
+        .map(|i| {
+            let csrs = csrs.clone();
+            let mut labels = json!({ "open-cluster-management.io/cluster-name": cluster });
+            if i % 2 == 1 {
+                labels["open-cluster-management.io/addon-name"] = json!("bench");
+            }
+            let csr: CertificateSigningRequest = serde_json::from_value(json!({
+                "metadata": { "generateName": "flood-", "labels": labels, "annotations": { "flood": padding } },
+                "spec": {
+                    "request": ByteString(request.request_pem.clone().into_bytes()),
+                    "signerName": names::KUBE_APISERVER_CLIENT_SIGNER,
+                    "usages": ["digital signature", "key encipherment", "client auth"],
+                }
+            }))
+            .expect("a CSR");
+            async move { csrs.create(&PostParams::default(), &csr).await.is_ok() }
+        })
+        .buffer_unordered(16)
+        .filter(|ok| std::future::ready(*ok))
+        .count()
+        .await;
+    let took = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let (_, rss_after) = flotilla_tests::process_usage(hub_pid);
+    let all: Api<CertificateSigningRequest> = Api::all(hub.clone());
+    let flood = all.list(&ListParams::default()).await?.items;
+    let flood: Vec<_> = flood
+        .iter()
+        .filter(|c| c.metadata.generate_name.as_deref() == Some("flood-"))
+        .collect();
+    let approved = flood
+        .iter()
+        .filter(|c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Approved"))
+        })
+        .count();
+    println!(
+        "CSR flood from one cluster's agent: {created} CSRs of {} KiB in {:.1} s; hub RSS {rss_before} MiB before, \
+         {rss_after} MiB 10 s after; {approved} approved",
+        FLOOD_ANNOTATION_BYTES / 1024,
+        took.as_secs_f64()
+    );
+    for csr in flood {
+        all.delete(&csr.name_any(), &Default::default()).await?;
+    }
     Ok(())
 }
