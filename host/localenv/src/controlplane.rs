@@ -177,6 +177,10 @@ pub struct ControlPlane {
     /// The apiserver's arguments, kept so that [`ControlPlane::start_apiserver`] brings it back
     /// on the same port with the same certificates and etcd.
     apiserver_args: Vec<String>,
+    /// etcd's arguments and client port, kept so that [`ControlPlane::start_etcd`] brings it
+    /// back on the same data directory and ports.
+    etcd_args: Vec<String>,
+    etcd_port: u16,
     // Declared last so the directory is removed after the processes are gone.
     _temp: Option<TempDir>,
 }
@@ -287,19 +291,18 @@ impl ControlPlane {
             detached: settings.detached,
             timings: Vec::new(),
             apiserver_args: Vec::new(),
+            etcd_args: vec![
+                format!("--data-dir={}", dir.join("etcd").display()),
+                format!("--listen-client-url=http://127.0.0.1:{etcd_port}"),
+                format!("--listen-peer-url=http://127.0.0.1:{peer_port}"),
+            ],
+            etcd_port,
             _temp: temp,
         };
 
         let started = Instant::now();
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        cp.spawn(
-            "etcd",
-            &[
-                format!("--data-dir={}", dir.join("etcd").display()),
-                format!("--listen-client-url={etcd_url}"),
-                format!("--listen-peer-url=http://127.0.0.1:{peer_port}"),
-            ],
-        )?;
+        cp.spawn("etcd", &cp.etcd_args.clone())?;
         cp.wait_for_port("etcd", etcd_port).await?;
         cp.timings.push(("etcd serving", started.elapsed()));
 
@@ -581,28 +584,84 @@ impl ControlPlane {
     /// Stops the kube-apiserver alone (etcd and the controller manager keep running), as an
     /// outage of the API does: clients get connection errors until [`Self::start_apiserver`].
     pub fn stop_apiserver(&mut self) -> Result<()> {
-        let Some(index) = self
-            .processes
-            .iter()
-            .position(|(name, _)| *name == "kube-apiserver")
-        else {
-            return Err(Error::State("the kube-apiserver is not running".into()));
-        };
-        let (_, mut child) = self.processes.remove(index);
-        child.kill().map_err(io("kill kube-apiserver"))?;
-        child.wait().map_err(io("wait for kube-apiserver"))?;
-        self.state.pids.retain(|(name, _)| name != "kube-apiserver");
-        Ok(())
+        self.stop_component("kube-apiserver")
     }
 
     /// Starts the kube-apiserver again after [`Self::stop_apiserver`], on the same port and
     /// etcd, and waits until it is ready.
     pub async fn start_apiserver(&mut self) -> Result<()> {
-        if self.processes.iter().any(|(name, _)| *name == "kube-apiserver") {
+        if self.is_running("kube-apiserver") {
             return Err(Error::State("the kube-apiserver is already running".into()));
         }
         self.spawn("kube-apiserver", &self.apiserver_args.clone())?;
         self.wait_for_readyz().await
+    }
+
+    /// Stops etcd alone, as a storage outage does: the apiserver keeps accepting connections
+    /// and answers errors (or times out) until [`Self::start_etcd`].
+    pub fn stop_etcd(&mut self) -> Result<()> {
+        self.stop_component("etcd")
+    }
+
+    /// Starts etcd again after [`Self::stop_etcd`] on the same data directory and ports, and
+    /// waits until the apiserver, which reconnects by itself, is ready again.
+    pub async fn start_etcd(&mut self) -> Result<()> {
+        if self.is_running("etcd") {
+            return Err(Error::State("etcd is already running".into()));
+        }
+        // Stopped before the others, so it stops last on drop.
+        self.spawn("etcd", &self.etcd_args.clone())?;
+        let etcd = self.processes.pop();
+        self.processes.splice(0..0, etcd);
+        self.wait_for_port("etcd", self.etcd_port).await?;
+        if self.is_running("kube-apiserver") {
+            self.wait_for_readyz().await?;
+        }
+        Ok(())
+    }
+
+    /// Freezes `component` (SIGSTOP): its sockets stay open but nothing answers, as a hung
+    /// process or a stalled disk looks to its peers. [`Self::resume`] thaws it.
+    pub fn pause(&self, component: &str) -> Result<()> {
+        self.signal(component, nix::sys::signal::Signal::SIGSTOP)
+    }
+
+    /// Thaws a component frozen by [`Self::pause`] (SIGCONT).
+    pub fn resume(&self, component: &str) -> Result<()> {
+        self.signal(component, nix::sys::signal::Signal::SIGCONT)
+    }
+
+    fn signal(&self, component: &str, signal: nix::sys::signal::Signal) -> Result<()> {
+        let (_, child) = self
+            .processes
+            .iter()
+            .find(|(name, _)| *name == component)
+            .ok_or_else(|| Error::State(format!("{component} is not running")))?;
+        let pid = nix::unistd::Pid::from_raw(
+            i32::try_from(child.id()).map_err(|_| Error::State(format!("pid of {component}")))?,
+        );
+        nix::sys::signal::kill(pid, signal)
+            .map_err(|e| Error::State(format!("send {signal} to {component}: {e}")))
+    }
+
+    fn is_running(&self, component: &str) -> bool {
+        self.processes.iter().any(|(name, _)| *name == component)
+    }
+
+    /// Kills `component` and forgets it; a paused one is thawed first so that it dies at once.
+    fn stop_component(&mut self, component: &str) -> Result<()> {
+        let Some(index) = self.processes.iter().position(|(name, _)| *name == component) else {
+            return Err(Error::State(format!("{component} is not running")));
+        };
+        let (_, mut child) = self.processes.remove(index);
+        child.kill().map_err(io(format!("kill {component}")))?;
+        if let Ok(pid) = i32::try_from(child.id()) {
+            let _ =
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGCONT);
+        }
+        child.wait().map_err(io(format!("wait for {component}")))?;
+        self.state.pids.retain(|(name, _)| name != component);
+        Ok(())
     }
 
     /// Leaves the processes running after this handle is gone, records where they are in

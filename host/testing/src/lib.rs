@@ -2,7 +2,8 @@
 //! `flotilla-localenv`, the product crate behind `flotilla up`, re-exported here so tests name
 //! one crate), plus test-only helpers: control planes and controllers shared by the tests of
 //! one test binary, the Events about an object, test logging, a real forward proxy (tinyproxy,
-//! stunnel) on loopback, and a network namespace that reaches the host at one address only.
+//! stunnel) on loopback, a network namespace that reaches the host at one address only, a
+//! black-holing TCP proxy for partitions, and snapshots of fleet state to compare runs.
 //!
 //! ```no_run
 //! # async fn demo() -> flotilla_testing::Result<()> {
@@ -12,6 +13,8 @@
 //! # let _ = (admin, intruder); Ok(()) }
 //! ```
 
+pub mod blackhole;
+pub mod convergence;
 pub mod events;
 pub mod netns;
 pub mod proxy;
