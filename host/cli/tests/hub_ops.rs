@@ -1,8 +1,9 @@
 //! Operating `flotilla hub`, as real processes on a real control plane: two replicas elect
 //! one leader through a Lease and the other takes over when it dies, never both acting;
 //! `/metrics` exposes the controller, client, leader and plugin-call series in Prometheus text;
-//! `/readyz` follows the hub apiserver going away and coming back; JSON logs carry each
-//! reconcile's span.
+//! a leader cut off by a partition (its connection open and silent) stops before the other
+//! takes over; `/readyz` follows the hub apiserver going away and coming back; JSON logs carry
+//! each reconcile's span.
 
 #![allow(
     clippy::unwrap_used,
@@ -322,6 +323,121 @@ async fn two_hubs_elect_one_leader_and_the_other_takes_over_when_it_dies() {
     let holders: Vec<&str> = history.iter().map(|s| s.holder.as_str()).collect();
     let changes = holders.windows(2).filter(|w| w[0] != w[1]).count();
     assert_eq!(changes, 1, "the lease changed hands once: {holders:?}");
+}
+
+// Multi-threaded: the black hole's tasks run while `Hub::start` blocks this thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_leader_stops_acting_before_the_follower_takes_over() {
+    // A partition leaves the leader's connection open and silent. Its renewal then neither
+    // succeeds nor fails; unless every round is bounded by the renew deadline, the leader goes
+    // on acting (for the client's read timeout, minutes) after the follower has taken the
+    // lease: two leaders.
+    let hub = ControlPlane::start("ops-partition").await.unwrap();
+    let client = hub.admin_client().await.unwrap();
+    let hole = flotilla_testing::blackhole::Blackhole::start(std::net::SocketAddr::from((
+        [127, 0, 0, 1],
+        hub.port(),
+    )))
+    .await
+    .unwrap();
+    let through_hole = tempfile::NamedTempFile::new().unwrap();
+    let admin = std::fs::read_to_string(hub.admin_kubeconfig()).unwrap();
+    std::fs::write(through_hole.path(), admin.replace(hub.server(), &hole.url())).unwrap();
+    let election = |identity: &'static str| {
+        [
+            "--no-plugin-host",
+            "--leader-election-identity",
+            identity,
+            "--leader-election-lease-duration",
+            "6s",
+            "--leader-election-renew-deadline",
+            RENEW_DEADLINE,
+            "--leader-election-retry-period",
+            RETRY,
+        ]
+    };
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "open-cluster-management-hub");
+    let history = Arc::new(Mutex::new(Vec::<Seen>::new()));
+    let recorder = {
+        let history = history.clone();
+        tokio::spawn(async move {
+            let config = watcher::Config::default().fields("metadata.name=flotilla-hub");
+            let mut events = watcher(leases, config).applied_objects().boxed();
+            while let Some(Ok(lease)) = events.next().await {
+                let spec = lease.spec.unwrap_or_default();
+                history.lock().unwrap().push(Seen {
+                    holder: spec.holder_identity.unwrap_or_default(),
+                    acquired: spec.acquire_time.map(|t| t.0),
+                    renewed: spec.renew_time.map(|t| t.0),
+                    transitions: spec.lease_transitions.unwrap_or_default(),
+                });
+            }
+        })
+    };
+    let first_of = |name: &'static str| {
+        let history = history.clone();
+        async move {
+            for _ in 0..1200 {
+                if let Some(seen) = history.lock().unwrap().iter().find(|s| s.holder == name) {
+                    return seen.clone();
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("{name} never held the lease: {:?}", history.lock().unwrap());
+        }
+    };
+
+    let mut a = Hub::start(through_hole.path(), &election("hub-a"));
+    first_of("hub-a").await;
+    let b = Hub::start(hub.admin_kubeconfig(), &election("hub-b"));
+    acted_on(&client, "before-partition").await;
+
+    hole.blackhole();
+    let cut = std::time::Instant::now();
+    let a_stopped = loop {
+        if let Some(status) = a.child.try_wait().unwrap() {
+            break (status, Timestamp::now(), cut.elapsed());
+        }
+        assert!(
+            cut.elapsed() < LEASE * 4,
+            "the partitioned leader still runs {:?} after the cut:\n{}",
+            cut.elapsed(),
+            a.log.lock().unwrap().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let b_took = first_of("hub-b").await;
+    let b_acquired = b_took.acquired.unwrap();
+    println!(
+        "partitioned leader stopped {:?} after the cut; the follower acquired {:?} after that",
+        a_stopped.2,
+        Duration::try_from(b_acquired.duration_since(a_stopped.1)).unwrap_or_default()
+    );
+    assert!(
+        !a_stopped.0.success(),
+        "a leader that lost its lease exits with an error"
+    );
+    assert!(
+        a.log
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("lost leadership")),
+        "{}",
+        a.log.lock().unwrap().join("\n")
+    );
+    assert!(
+        a_stopped.1 < b_acquired,
+        "the old leader stopped at {} after the new one acquired at {b_acquired}: two leaders",
+        a_stopped.1
+    );
+    hole.restore();
+    acted_on(&client, "after-partition").await;
+    assert_eq!(
+        total(&b.metrics().await, "flotilla_leader_election_is_leader", |_| true),
+        1.0
+    );
+    recorder.abort();
 }
 
 #[tokio::test]
