@@ -11,7 +11,9 @@
 //! the hub's identity and one for the agents' groups, so each client's requests land in a flow
 //! schema of its own.
 //!
-//! Last, one cluster's agent floods the hub with CSRs (`FLOOD_CSRS` of them, each carrying
+//! Then the hub apiserver is stopped for `OUTAGE` and started again: requests per cluster per
+//! minute by client in the `AFTER_OUTAGE` that follow (retries back off with jitter, so they
+//! do not arrive together). Last, one cluster's agent floods the hub with CSRs (`FLOOD_CSRS` of them, each carrying
 //! `FLOOD_ANNOTATION_BYTES` of annotations, half labelled as add-on CSRs): the hub's RSS before
 //! and after, and how many of them the hub decided on (approved) while they came in.
 //!
@@ -44,6 +46,10 @@ use serde_json::json;
 
 /// The hub's identity in this benchmark.
 const HUB_USER: &str = "flotilla-bench-hub";
+/// How long the hub apiserver is down in the outage phase…
+const OUTAGE: Duration = Duration::from_secs(30);
+/// …and how long its requests are counted once it is back.
+const AFTER_OUTAGE: Duration = Duration::from_secs(60);
 /// CSRs in the flood.
 const FLOOD_CSRS: usize = 500;
 /// Annotation bytes per flood CSR (the apiserver takes up to 256 KiB).
@@ -236,7 +242,7 @@ async fn main() -> anyhow::Result<()> {
         ControlPlane::start("bench-hub"),
         ControlPlane::start("bench-managed")
     );
-    let (hub_cp, managed_cp) = (hub_cp?, managed_cp?);
+    let (mut hub_cp, managed_cp) = (hub_cp?, managed_cp?);
     let hub_client = hub_cp.admin_client().await?;
     let managed = managed_cp.admin_client().await?;
     prepare_hub(&hub_client).await?;
@@ -361,6 +367,23 @@ async fn main() -> anyhow::Result<()> {
         "others",
         all - counted
     );
+    // An outage of the hub apiserver: what the hub and the agents ask of it once it is back
+    // (its request counters start again at zero with it).
+    hub_cp.stop_apiserver()?;
+    tokio::time::sleep(OUTAGE).await;
+    hub_cp.start_apiserver().await?;
+    tokio::time::sleep(AFTER_OUTAGE).await;
+    let after = requests_by_flow_schema(&hub_client).await?;
+    println!(
+        "after a {}s hub apiserver outage, its first {}s back: requests per cluster per minute, by client:",
+        OUTAGE.as_secs(),
+        AFTER_OUTAGE.as_secs()
+    );
+    let minutes = AFTER_OUTAGE.as_secs_f64() / 60.0;
+    for (schema, who) in CLIENTS {
+        let rate = after.get(*schema).copied().unwrap_or(0.0) / registered.max(1) as f64 / minutes;
+        println!("  {who:<40} {rate:>6.2}   ({schema})");
+    }
     csr_flood(
         &hub_cp,
         &hub_client,
