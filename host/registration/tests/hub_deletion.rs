@@ -2,6 +2,8 @@
 //! namespace's add-ons first, then its ManifestWorks lowest cleanup-priority first, reports
 //! progress in `Deleting`, then removes the cluster's RBAC and its finalizers. Objects held by
 //! a test finalizer stand in for agents that take their time, so each step can be observed.
+//! Objects held by the agent's own finalizers show when the hub stops waiting for an agent:
+//! after the grace once it is gone, at once when the admin says so, never for a live one.
 
 #![allow(
     clippy::unwrap_used,
@@ -12,22 +14,27 @@
 mod hub_support;
 
 use flotilla_api::{
-    addon::v1alpha1::ManagedClusterAddOn,
+    addon::{consts::ADDON_PRE_DELETE_FINALIZER, v1alpha1::ManagedClusterAddOn},
     cluster::{
         consts::{
             API_RESOURCE_CLEANUP_FINALIZER, RESOURCE_CLEANUP_FINALIZER,
-            managed_cluster::{CONDITION_DELETING, REASON_RESOURCE_REMAINING},
+            managed_cluster::{CONDITION_AVAILABLE, CONDITION_DELETING, REASON_RESOURCE_REMAINING},
         },
         v1::ManagedCluster,
     },
-    work::v1::ManifestWork,
+    work::{consts::MANIFEST_WORK_FINALIZER, v1::ManifestWork},
 };
+use flotilla_core::registration::hub::cleanup::FORCE_CLEANUP_ANNOTATION;
 use flotilla_registration::names;
 use flotilla_testing::wait;
 use hub_support::*;
-use k8s_openapi::api::{
-    core::v1::Namespace,
-    rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding},
+use k8s_openapi::{
+    api::{
+        core::v1::Namespace,
+        events::v1::Event,
+        rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding},
+    },
+    jiff::{SignedDuration, Timestamp},
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
@@ -240,4 +247,188 @@ async fn a_cluster_never_accepted_is_deleted_at_once() {
     })
     .await
     .unwrap();
+}
+
+/// A work the agent has taken in (its finalizer on), and an add-on with a pre-delete hook.
+async fn agent_held_objects(admin: &Client, name: &str) -> (Api<ManifestWork>, Api<ManagedClusterAddOn>) {
+    let works: Api<ManifestWork> = Api::namespaced(admin.clone(), name);
+    let mut held = work("w-applied", name, None, false);
+    held.metadata.finalizers = Some(vec![MANIFEST_WORK_FINALIZER.to_owned()]);
+    works.create(&PostParams::default(), &held).await.unwrap();
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(admin.clone(), name);
+    let hooked: ManagedClusterAddOn = serde_json::from_value(json!({
+        "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+        "kind": "ManagedClusterAddOn",
+        "metadata": { "name": "hooked", "namespace": name, "finalizers": [ADDON_PRE_DELETE_FINALIZER] },
+        "spec": {},
+    }))
+    .unwrap();
+    addons.create(&PostParams::default(), &hooked).await.unwrap();
+    (works, addons)
+}
+
+async fn wait_gone(admin: &Client, name: &str) {
+    let api: Api<ManagedCluster> = Api::all(admin.clone());
+    wait::until("cluster gone", TIMEOUT, || async {
+        match api.get_opt(name).await.unwrap() {
+            None => Ok(Some(())),
+            Some(c) => Err(format!("still there: {:?}", c.finalizers())),
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// Waits until the CleanupForced Events on cluster `name` name each of `objects` with `why`.
+async fn wait_forced(admin: &Client, name: &str, objects: &[&str], why: &str) {
+    wait::until("CleanupForced Events", TIMEOUT, || async {
+        let notes = forced_notes(admin, name).await;
+        if objects
+            .iter()
+            .all(|o| notes.iter().any(|n| n.contains(o) && n.contains(why)))
+        {
+            Ok(Some(()))
+        } else {
+            Err(format!("{notes:?}"))
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// The notes of the CleanupForced Events on cluster `name` and on the objects in its namespace.
+async fn forced_notes(admin: &Client, name: &str) -> Vec<String> {
+    let events: Api<Event> = Api::all(admin.clone());
+    let list = events.list(&ListParams::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("CleanupForced")
+                && e.regarding
+                    .as_ref()
+                    .is_some_and(|r| r.name.as_deref() == Some(name) || r.namespace.as_deref() == Some(name))
+        })
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_deleted_cluster_whose_agent_is_gone_stops_waiting_for_it_after_the_grace() {
+    let cp = hub(CP).await;
+    let admin = cp.admin_client().await.unwrap();
+    let name = "del-gone";
+    // A 1 s lease nobody renews: Available goes Unknown after 5 s, like an unjoined cluster.
+    create_cluster(&admin, &cluster(name, true, 1, &[])).await;
+    wait_accepted(&admin, name).await;
+    wait_cluster(&admin, name, "resource-cleanup finalizer", |c| {
+        c.finalizers().iter().any(|f| f == RESOURCE_CLEANUP_FINALIZER)
+    })
+    .await;
+    let (works, addons) = agent_held_objects(&admin, name).await;
+    Api::<ManagedCluster>::all(admin.clone())
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let unknown = wait_cluster(&admin, name, "Available Unknown", |c| {
+        find(cluster_conditions(c), CONDITION_AVAILABLE).is_some_and(|a| a.status == "Unknown")
+    })
+    .await;
+    let since = find(cluster_conditions(&unknown), CONDITION_AVAILABLE)
+        .unwrap()
+        .last_transition_time
+        .0;
+
+    wait_gone(&admin, name).await;
+    let waited = Timestamp::now().duration_since(since);
+    assert!(
+        waited >= SignedDuration::try_from(FORCE_CLEANUP_AFTER).unwrap(),
+        "forced after only {waited:?} of the agent gone"
+    );
+    assert!(works.list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert!(
+        addons
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    wait_forced(
+        &admin,
+        name,
+        &[
+            "managedclusteraddons/hooked",
+            "manifestworks/w-applied",
+            "stopped waiting",
+        ],
+        "gone",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_live_agent_is_waited_for_until_the_admin_forces_the_clean_up() {
+    let cp = hub(CP).await;
+    let admin = cp.admin_client().await.unwrap();
+    let name = "del-live";
+    create_cluster(&admin, &cluster(name, true, 60, &[])).await;
+    wait_accepted(&admin, name).await;
+    wait_cluster(&admin, name, "resource-cleanup finalizer", |c| {
+        c.finalizers().iter().any(|f| f == RESOURCE_CLEANUP_FINALIZER)
+    })
+    .await;
+    let clusters: Api<ManagedCluster> = Api::all(admin.clone());
+    // The agent reports the cluster Available, and is merely slow to clean up.
+    clusters
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "conditions": [{
+                "type": CONDITION_AVAILABLE, "status": "True", "reason": "ManagedClusterAvailable",
+                "message": "alive", "lastTransitionTime": Timestamp::now().to_string(),
+            }]}})),
+        )
+        .await
+        .unwrap();
+    let (works, _) = agent_held_objects(&admin, name).await;
+    clusters.delete(name, &DeleteParams::default()).await.unwrap();
+
+    tokio::time::sleep(FORCE_CLEANUP_AFTER + std::time::Duration::from_secs(5)).await;
+    let still = clusters.get(name).await.expect("waits for a live agent");
+    assert!(
+        still.finalizers().iter().any(|f| f == RESOURCE_CLEANUP_FINALIZER),
+        "{:?}",
+        still.finalizers()
+    );
+    let addon = Api::<ManagedClusterAddOn>::namespaced(admin.clone(), name)
+        .get("hooked")
+        .await
+        .unwrap();
+    assert_eq!(addon.finalizers(), [ADDON_PRE_DELETE_FINALIZER]);
+    assert_eq!(
+        works.get("w-applied").await.unwrap().finalizers(),
+        [MANIFEST_WORK_FINALIZER]
+    );
+    assert!(forced_notes(&admin, name).await.is_empty());
+
+    clusters
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "annotations": { FORCE_CLEANUP_ANNOTATION: "true" } } })),
+        )
+        .await
+        .unwrap();
+    wait_gone(&admin, name).await;
+    wait_forced(
+        &admin,
+        name,
+        &[
+            "managedclusteraddons/hooked",
+            "manifestworks/w-applied",
+            "stopped waiting",
+        ],
+        FORCE_CLEANUP_ANNOTATION,
+    )
+    .await;
 }

@@ -15,7 +15,10 @@ use flotilla_api::work::v1::{
     ManifestWork, OrphaningRule, ResourceIdentifier, SelectivelyOrphan, ServerSideApplyConfig,
     UpdateStrategy, UpdateStrategyType, ValueType,
 };
-use flotilla_core::work::agent::names::{applied_manifest_work_name, hub_hash};
+use flotilla_core::work::agent::{
+    names::{applied_manifest_work_name, hub_hash},
+    ownership::RELEASE_PRE_EXISTING_ANNOTATION,
+};
 use flotilla_work::agent::AgentOptions;
 use futures::StreamExt;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
@@ -918,4 +921,67 @@ async fn a_record_whose_work_vanished_from_the_hub_is_evicted_after_the_grace_pe
         cm.is_none_or(|c| c.metadata.deletion_timestamp.is_some())
     })
     .await;
+}
+
+/// A work naming a ConfigMap that already exists (`found`, with data the work replaces) and
+/// one it creates (`made`) is applied and deleted, annotated `annotations`. Returns whether
+/// `found` survived; `made` always goes.
+async fn pre_existing_after_deletion(cluster: &str, annotations: &[(&str, &str)]) -> bool {
+    let agent = start_agent(cluster).await;
+    let ns = format!("work-{cluster}");
+    ensure_namespace(&agent, &ns).await;
+    let cms: Api<ConfigMap> = Api::namespaced(agent.managed.clone(), &ns);
+    let found: ConfigMap = serde_json::from_value(config_map(&ns, "found", json!({"by": "admin"}))).unwrap();
+    cms.create(&PostParams::default(), &found).await.unwrap();
+    // Works share the managed cluster's record names (hub hash + work name): one per test.
+    let name = format!("adopting-{cluster}");
+    let mut work = work(
+        &name,
+        vec![
+            config_map(&ns, "found", json!({"by": "work"})),
+            config_map(&ns, "made", json!({"by": "work"})),
+        ],
+    );
+    work.metadata.annotations = Some(
+        annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
+    agent.create(&work).await;
+    agent.wait_condition(&name, "Applied", "True").await;
+    // Applied either way: the work maintains the object it found.
+    assert_eq!(cms.get("found").await.unwrap().data.unwrap()["by"], "work");
+    agent
+        .works()
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    agent.wait_gone(&name).await;
+    wait_object(&cms, "made", "made deleted", |cm| {
+        cm.is_none_or(|c| c.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+    match cms.get_opt("found").await.unwrap() {
+        Some(cm) if cm.metadata.deletion_timestamp.is_none() => {
+            assert!(
+                cm.metadata.owner_references.unwrap_or_default().is_empty(),
+                "a released object keeps no owner"
+            );
+            true
+        }
+        _ => false,
+    }
+}
+
+#[tokio::test]
+async fn an_object_that_existed_before_the_work_is_deleted_with_it_by_default() {
+    assert!(!pre_existing_after_deletion("cluster-adopt", &[]).await);
+}
+
+#[tokio::test]
+async fn an_object_that_existed_before_the_work_is_released_when_the_work_asks() {
+    let released =
+        pre_existing_after_deletion("cluster-release", &[(RELEASE_PRE_EXISTING_ANNOTATION, "true")]).await;
+    assert!(released, "the object found already there was deleted");
 }

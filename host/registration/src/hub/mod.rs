@@ -52,6 +52,10 @@ pub struct HubOptions {
     pub cleanup_requeue: Duration,
     /// How often the hub checks that the `default` and `global` cluster sets exist.
     pub hub_sets_interval: Duration,
+    /// How long a deleted cluster's agent must have been gone (Available Unknown) before its
+    /// clean-up stops waiting for the agent's finalizers (a Flotilla extension; OCM waits
+    /// forever). The OCM cluster-deletion proposal's 10 minutes.
+    pub force_cleanup_after: Duration,
 }
 
 impl Default for HubOptions {
@@ -60,6 +64,7 @@ impl Default for HubOptions {
             resync: Duration::from_secs(300),
             cleanup_requeue: Duration::from_secs(5),
             hub_sets_interval: Duration::from_secs(10),
+            force_cleanup_after: Duration::from_secs(600),
         }
     }
 }

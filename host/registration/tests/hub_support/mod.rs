@@ -33,12 +33,16 @@ use serde_json::json;
 /// How long the tests wait for the hub to act.
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a deleted cluster's agent must be gone before the test hub stops waiting for it.
+pub const FORCE_CLEANUP_AFTER: Duration = Duration::from_secs(15);
+
 /// Short settings so tests see clean-up, resyncs and set upkeep quickly.
 pub fn test_options() -> HubOptions {
     HubOptions {
         resync: Duration::from_secs(20),
         cleanup_requeue: Duration::from_secs(1),
         hub_sets_interval: Duration::from_secs(1),
+        force_cleanup_after: FORCE_CLEANUP_AFTER,
     }
 }
 

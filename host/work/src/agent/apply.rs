@@ -12,7 +12,10 @@ use flotilla_api::work::{
     v1::{ServerSideApplyConfig, UpdateStrategyType},
 };
 use flotilla_core::work::agent::{
-    conditions::ApplyOutcome, ignore, ownership::merge_owner_references, update::merge_for_update,
+    conditions::ApplyOutcome,
+    ignore,
+    ownership::{adoption_owner, merge_owner_references},
+    update::merge_for_update,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
@@ -89,6 +92,9 @@ async fn create(
 /// record already holds the object: if not, `Update` and `CreateOnly` try to create it first
 /// (one request for a new object instead of a read and a create) and fall back to reading
 /// it when it exists. A write that races another writer is tried again from a fresh read.
+/// With `release_pre_existing`, an object found already there without `owner` is applied
+/// under the removal marker instead ([`adoption_owner`]): released, never deleted, later.
+#[allow(clippy::too_many_arguments)]
 pub async fn apply(
     api: &Api<DynamicObject>,
     name: &str,
@@ -97,9 +103,17 @@ pub async fn apply(
     ssa: Option<&ServerSideApplyConfig>,
     owner: &OwnerReference,
     recorded: bool,
+    release_pre_existing: bool,
 ) -> Result<DynamicObject, ApplyFailure> {
     if strategy == UpdateStrategyType::ServerSideApply {
-        return server_side_apply(api, name, desired, ssa, owner).await;
+        let owner = if release_pre_existing && !owner.uid.ends_with('-') {
+            let live = api.get_opt(name).await.map_err(failed("read"))?;
+            let owners = live.map(|l| l.metadata.owner_references.unwrap_or_default());
+            adoption_owner(owner, owners.as_deref(), true)
+        } else {
+            owner.clone()
+        };
+        return server_side_apply(api, name, desired, ssa, &owner).await;
     }
     if strategy == UpdateStrategyType::ReadOnly {
         return api.get_opt(name).await.map_err(failed("read"))?.ok_or_else(|| {
@@ -112,7 +126,7 @@ pub async fn apply(
             create_first = false;
             create(api, desired.clone(), owner).await?
         } else {
-            read_and_write(api, name, desired.clone(), strategy, owner).await?
+            read_and_write(api, name, desired.clone(), strategy, owner, release_pre_existing).await?
         };
         if let Attempt::Done(object) = outcome {
             return Ok(*object);
@@ -130,10 +144,16 @@ async fn read_and_write(
     desired: Value,
     strategy: UpdateStrategyType,
     owner: &OwnerReference,
+    release_pre_existing: bool,
 ) -> Result<Attempt, ApplyFailure> {
     let Some(live) = api.get_opt(name).await.map_err(failed("read"))? else {
         return create(api, desired, owner).await;
     };
+    let owner = &adoption_owner(
+        owner,
+        Some(live.metadata.owner_references.as_deref().unwrap_or_default()),
+        release_pre_existing,
+    );
     if strategy == UpdateStrategyType::CreateOnly {
         let owners = live.metadata.owner_references.clone().unwrap_or_default();
         return match merge_owner_references(&owners, owner) {

@@ -10,13 +10,22 @@ use flotilla_api::cluster::{
     v1::{ManagedCluster, ManagedClusterClaim, ManagedClusterVersion},
 };
 
-/// What the registration controllers read of a cluster: its spec, labels, finalizers, deletion
-/// and conditions. The agent-written rest of the status, annotations and managed fields go.
+use super::cleanup::FORCE_CLEANUP_ANNOTATION;
+
+/// What the registration controllers read of a cluster: its spec, labels, finalizers, deletion,
+/// conditions and whether the admin forces its clean-up ([`FORCE_CLEANUP_ANNOTATION`], kept
+/// as `"true"` only). The agent-written rest of the status, other annotations and managed
+/// fields go.
 /// The controllers write clusters by patches of the fields they own, never by replacing a
 /// cached object, so nothing dropped here is ever written back.
 pub fn for_registration(cluster: &mut ManagedCluster) {
     cluster.metadata.managed_fields = None;
-    cluster.metadata.annotations = None;
+    let forced = cluster.metadata.annotations.take().is_some_and(|a| {
+        a.get(FORCE_CLEANUP_ANNOTATION)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    });
+    cluster.metadata.annotations =
+        forced.then(|| [(FORCE_CLEANUP_ANNOTATION.to_owned(), "true".to_owned())].into());
     if let Some(status) = &mut cluster.status {
         status.capacity.clear();
         status.allocatable.clear();
@@ -103,6 +112,23 @@ mod tests {
         assert!(
             cluster.metadata.labels.is_some(),
             "labels are read (cluster sets, add-on features)"
+        );
+    }
+
+    #[test]
+    fn only_the_force_cleanup_annotation_is_kept() {
+        let mut cluster = ManagedCluster::new("c", Default::default());
+        cluster.metadata.annotations = Some(
+            [
+                ("a".to_owned(), "x".repeat(1000)),
+                (FORCE_CLEANUP_ANNOTATION.to_owned(), " True".to_owned()),
+            ]
+            .into(),
+        );
+        for_registration(&mut cluster);
+        assert_eq!(
+            cluster.metadata.annotations,
+            Some([(FORCE_CLEANUP_ANNOTATION.to_owned(), "true".to_owned())].into())
         );
     }
 }

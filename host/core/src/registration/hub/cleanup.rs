@@ -10,17 +10,99 @@
 //!
 //! While something remains, `Deleting` is False `ResourceRemaining` with the counts; once the
 //! namespace is clean it is True `NoResource`; a failure is False `DeletingError`.
+//!
+//! Works and add-ons wait on finalizers only the cluster's agent removes (the work agent's
+//! `manifest-work-cleanup`, the pre-delete hook's `addon-pre-delete`). OCM waits for them
+//! forever; Flotilla lets them go ([`force_cleanup`]) once the agent has been gone
+//! (`ManagedClusterConditionAvailable` Unknown) for a grace, or at once when the admin
+//! annotates the cluster [`FORCE_CLEANUP_ANNOTATION`]. What the agent applied then stays on
+//! the managed cluster.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, time::Duration};
 
-use flotilla_api::cluster::consts::{
-    CLEANUP_PRIORITY_ANNOTATION,
-    managed_cluster::{
-        CONDITION_DELETING, REASON_DELETING_ERROR, REASON_NO_RESOURCE, REASON_RESOURCE_REMAINING,
+use flotilla_api::{
+    addon::consts::{ADDON_PRE_DELETE_FINALIZER, ADDON_PRE_DELETE_FINALIZER_OLD},
+    cluster::consts::{
+        CLEANUP_PRIORITY_ANNOTATION,
+        managed_cluster::{
+            CONDITION_AVAILABLE, CONDITION_DELETING, REASON_DELETING_ERROR, REASON_NO_RESOURCE,
+            REASON_RESOURCE_REMAINING,
+        },
     },
+    work::consts::MANIFEST_WORK_FINALIZER,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::conditions::{FALSE, NewCondition, TRUE};
+use crate::conditions::{FALSE, NewCondition, TRUE, UNKNOWN};
+
+/// Flotilla extension: `"true"` on a ManagedCluster lets its deletion take off the finalizers
+/// only its agent would remove, without waiting for the agent-gone grace. For an admin whose
+/// cluster's agent will never come back (after `flotilla unjoin`, a lost cluster).
+pub const FORCE_CLEANUP_ANNOTATION: &str = "flotilla.dev/force-cleanup";
+
+/// The finalizers on a cluster namespace's objects that only the cluster's agent removes:
+/// the work agent's on ManifestWorks and the pre-delete hook's on ManagedClusterAddOns.
+pub const AGENT_FINALIZERS: [&str; 3] = [
+    MANIFEST_WORK_FINALIZER,
+    ADDON_PRE_DELETE_FINALIZER,
+    ADDON_PRE_DELETE_FINALIZER_OLD,
+];
+
+/// Why the hub may take the agent's finalizers off a deleted cluster's objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Forced {
+    /// The admin set [`FORCE_CLEANUP_ANNOTATION`].
+    Annotation,
+    /// Available has been Unknown (no lease renewal) since this time, longer than the grace.
+    AgentGone(Timestamp),
+}
+
+impl Forced {
+    /// Why, for an Event a person reads.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Annotation => format!("the cluster is annotated {FORCE_CLEANUP_ANNOTATION}=true"),
+            Self::AgentGone(since) => {
+                format!("the cluster's agent has been gone (Available Unknown) since {since}")
+            }
+        }
+    }
+}
+
+/// Whether a deleted cluster's clean-up may stop waiting for its agent: the admin asked, or
+/// Available has been Unknown for at least `grace` at `now`. An agent that reports (Available
+/// True or False) is alive, however slow, and is waited for.
+pub fn force_cleanup(
+    annotations: Option<&BTreeMap<String, String>>,
+    conditions: &[Condition],
+    now: Timestamp,
+    grace: Duration,
+) -> Option<Forced> {
+    if annotations
+        .and_then(|a| a.get(FORCE_CLEANUP_ANNOTATION))
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    {
+        return Some(Forced::Annotation);
+    }
+    let available = crate::conditions::find(conditions, CONDITION_AVAILABLE)?;
+    if available.status != UNKNOWN {
+        return None;
+    }
+    let since = available.last_transition_time.0;
+    let gone = now.duration_since(since);
+    let grace = SignedDuration::try_from(grace).unwrap_or(SignedDuration::MAX);
+    (gone >= grace).then_some(Forced::AgentGone(since))
+}
+
+/// The agent finalizers `finalizers` holds, which a forced clean-up takes off.
+pub fn agent_finalizers(finalizers: &[String]) -> Vec<&str> {
+    finalizers
+        .iter()
+        .map(String::as_str)
+        .filter(|f| AGENT_FINALIZERS.contains(f))
+        .collect()
+}
 
 /// The highest cleanup priority; higher values are invalid.
 pub const MAX_CLEANUP_PRIORITY: u8 = 100;
@@ -119,6 +201,64 @@ mod tests {
     #[case::huge(Some("99999999999"), 0)]
     fn priorities_outside_0_to_100_count_as_0(#[case] value: Option<&str>, #[case] expected: u8) {
         assert_eq!(cleanup_priority(annotations(value).as_ref()), expected);
+    }
+
+    fn available(status: &str, since: i64) -> Vec<Condition> {
+        vec![Condition {
+            type_: CONDITION_AVAILABLE.to_owned(),
+            status: status.to_owned(),
+            reason: "Test".to_owned(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                Timestamp::from_second(since).unwrap(),
+            ),
+        }]
+    }
+
+    #[rstest]
+    #[case::live_agent(TRUE, 0, None)]
+    #[case::live_agent_reporting_unhealthy(FALSE, 0, None)]
+    #[case::gone_within_the_grace(UNKNOWN, 1000 - 599, None)]
+    #[case::gone_for_the_grace(UNKNOWN, 1000 - 600, Some(Forced::AgentGone(Timestamp::from_second(400).unwrap())))]
+    fn only_an_agent_gone_for_the_grace_is_given_up_on(
+        #[case] status: &str,
+        #[case] since: i64,
+        #[case] expected: Option<Forced>,
+    ) {
+        let now = Timestamp::from_second(1000).unwrap();
+        let grace = Duration::from_secs(600);
+        assert_eq!(
+            force_cleanup(None, &available(status, since), now, grace),
+            expected
+        );
+    }
+
+    #[test]
+    fn the_admin_annotation_forces_even_a_live_agent_and_nothing_is_forced_without_available() {
+        let now = Timestamp::from_second(1000).unwrap();
+        let grace = Duration::from_secs(600);
+        let forced = BTreeMap::from([(FORCE_CLEANUP_ANNOTATION.to_owned(), "true".to_owned())]);
+        let other = BTreeMap::from([(FORCE_CLEANUP_ANNOTATION.to_owned(), "no".to_owned())]);
+        assert_eq!(
+            force_cleanup(Some(&forced), &available(TRUE, 999), now, grace),
+            Some(Forced::Annotation)
+        );
+        assert_eq!(force_cleanup(Some(&other), &available(TRUE, 0), now, grace), None);
+        assert_eq!(force_cleanup(None, &[], now, grace), None);
+    }
+
+    #[test]
+    fn only_the_agents_finalizers_are_taken_off() {
+        let finalizers = vec![
+            MANIFEST_WORK_FINALIZER.to_owned(),
+            "example.com/someone-else".to_owned(),
+            ADDON_PRE_DELETE_FINALIZER_OLD.to_owned(),
+        ];
+        assert_eq!(
+            agent_finalizers(&finalizers),
+            vec![MANIFEST_WORK_FINALIZER, ADDON_PRE_DELETE_FINALIZER_OLD]
+        );
     }
 
     #[test]

@@ -6,11 +6,47 @@
 //! marker — the owner's uid with a trailing `-` — which tells the applier to drop that owner.
 //! Clean-up deletes an object only when this work's AppliedManifestWork is its last
 //! AppliedManifestWork owner and its uid is still the one recorded; otherwise it only lets go.
+//!
+//! An object that existed before the work first applied it is adopted like one the work
+//! created, and so deleted with the work (as OCM does). A work annotated
+//! [`RELEASE_PRE_EXISTING_ANNOTATION`] (a Flotilla extension) instead never takes ownership of
+//! an object it finds already there without its owner reference ([`adoption_owner`]): the
+//! object is applied but released, never deleted, when the work or the manifest goes. The
+//! record is the owner reference itself: present on what the work created, absent on what it
+//! found.
 
 use std::collections::BTreeSet;
 
 use flotilla_api::work::v1::{AppliedManifestResourceMeta, DeleteOption, DeletePropagationPolicyType};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+/// Flotilla extension: `"true"` on a ManifestWork releases, rather than deletes, the objects
+/// that existed before this work applied them when the work (or the manifest) is removed.
+pub const RELEASE_PRE_EXISTING_ANNOTATION: &str = "flotilla.dev/release-pre-existing";
+
+/// Whether `annotations` (a ManifestWork's) ask for [`RELEASE_PRE_EXISTING_ANNOTATION`].
+pub fn releases_pre_existing(annotations: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    annotations
+        .and_then(|a| a.get(RELEASE_PRE_EXISTING_ANNOTATION))
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// The owner reference to apply an object with, given its live owners (`None`: it does not
+/// exist yet). With `release_pre_existing`, an object that exists without `owner` is one the
+/// work found, not created: it gets the removal marker, so the work never owns (nor deletes)
+/// it. Otherwise `owner` as it is (already a marker when the work orphans the object).
+pub fn adoption_owner(
+    owner: &OwnerReference,
+    live_owners: Option<&[OwnerReference]>,
+    release_pre_existing: bool,
+) -> OwnerReference {
+    let found = live_owners.is_some_and(|owners| !owners.iter().any(|o| o.uid == owner.uid));
+    if release_pre_existing && found && !owner.uid.ends_with('-') {
+        required_owner(owner, false)
+    } else {
+        owner.clone()
+    }
+}
 
 /// `apiVersion` of the owner references the agent writes.
 pub const OWNER_API_VERSION: &str = "work.open-cluster-management.io/v1";
@@ -250,6 +286,34 @@ mod tests {
 
     fn owner(uid: &str) -> OwnerReference {
         owner_reference(&format!("amw-{uid}"), uid)
+    }
+
+    #[rstest]
+    #[case::created_by_the_work(None, true, "u1")]
+    #[case::adopted_by_default(Some(vec![]), false, "u1")]
+    #[case::found_without_our_owner(Some(vec![]), true, "u1-")]
+    #[case::found_shared_with_another_work(Some(vec![owner("u2")]), true, "u1-")]
+    #[case::created_by_the_work_earlier(Some(vec![owner("u1")]), true, "u1")]
+    fn only_objects_found_already_there_are_released(
+        #[case] live: Option<Vec<OwnerReference>>,
+        #[case] release: bool,
+        #[case] uid: &str,
+    ) {
+        let got = adoption_owner(&owner("u1"), live.as_deref(), release);
+        assert_eq!(got.uid, uid);
+        // An orphaning marker stays one.
+        let marker = required_owner(&owner("u1"), false);
+        assert_eq!(adoption_owner(&marker, live.as_deref(), release), marker);
+    }
+
+    #[rstest]
+    #[case::absent(None, false)]
+    #[case::true_(Some("true"), true)]
+    #[case::loose_true(Some(" True "), true)]
+    #[case::other(Some("yes"), false)]
+    fn the_release_annotation_must_say_true(#[case] value: Option<&str>, #[case] expected: bool) {
+        let annotations = value.map(|v| [(RELEASE_PRE_EXISTING_ANNOTATION.to_owned(), v.to_owned())].into());
+        assert_eq!(releases_pre_existing(annotations.as_ref()), expected);
     }
 
     #[test]

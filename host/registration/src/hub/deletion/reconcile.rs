@@ -6,6 +6,9 @@
 //!            ManagedClusterAddOns left? ─▶ delete the lowest cleanup-priority batch,
 //!                                          Deleting False ResourceRemaining, look again soon
 //!            ManifestWorks left?        ─▶ the same
+//!            agent gone for the grace, or flotilla.dev/force-cleanup=true?
+//!                       ─▶ also take the agent's finalizers off what is being deleted,
+//!                          Warning Event CleanupForced naming each object and why
 //!            clean ─▶ Deleting True NoResource ─▶ ClusterRole/Binding, RoleBindings deleted
 //!                     (never a hub-wide role, never in a namespace the hub did not make)
 //!                  ─▶ resource-cleanup and api-resource-cleanup removed
@@ -26,9 +29,10 @@ use flotilla_core::{
     conditions::NewCondition,
     registration::hub::{
         acceptance::{self, ClusterNamespace},
-        cleanup::{self, Remaining},
+        cleanup::{self, Forced, Remaining},
     },
 };
+use flotilla_kube::events::Events;
 use k8s_openapi::{
     api::rbac::v1::{ClusterRole, ClusterRoleBinding},
     apimachinery::pkg::apis::meta::v1::Condition,
@@ -52,8 +56,9 @@ use crate::{
 
 /// Where the clean-up of a namespace stands.
 enum Progress {
-    /// Objects remain; the condition says which and how many.
-    Remaining(NewCondition<'static>),
+    /// Objects remain; the condition says which and how many. Also how many objects a forced
+    /// clean-up took the agent's finalizers off this time.
+    Remaining(NewCondition<'static>, usize),
     /// The namespace holds no add-ons or works.
     Clean,
 }
@@ -80,13 +85,33 @@ pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context
         return Ok(Action::await_change());
     }
     let name = cluster.name_any();
+    let forced = cleanup::force_cleanup(
+        cluster.metadata.annotations.as_ref(),
+        &current,
+        k8s_openapi::jiff::Timestamp::now(),
+        context.options.force_cleanup_after,
+    );
 
-    let progress = match clean_namespace(&context.client, &name).await {
+    let progress = match clean_namespace(&context.client, &name, forced.as_ref(), &context.events).await {
         Ok(progress) => progress,
         Err(error) => return Err(report_failure(&api, &cluster, &current, error).await),
     };
     let condition = match progress {
-        Progress::Remaining(condition) => {
+        Progress::Remaining(condition, released) => {
+            if let (Some(forced), true) = (&forced, released > 0) {
+                // The recorder folds Events of one object, reason and action into a series
+                // keeping the first note, so the cluster's note never changes and each
+                // released object has its own Event.
+                let why = forced.describe();
+                tracing::warn!(cluster = %name, released, %why, "forced clean-up");
+                let note = format!(
+                    "stopped waiting for the agent's finalizers because {why}; the objects released are named in Events in namespace {name}"
+                );
+                context
+                    .events
+                    .warning(cluster.as_ref(), "CleanupForced", "Delete", note)
+                    .await;
+            }
             write::set_condition(&api, &cluster, &current, condition).await?;
             return Ok(Action::requeue(context.options.cleanup_requeue));
         }
@@ -121,21 +146,32 @@ async fn report_failure(
 }
 
 /// Deletes the next batch of add-ons, or once none is left, of works.
-async fn clean_namespace(client: &Client, cluster: &str) -> Result<Progress> {
+async fn clean_namespace(
+    client: &Client,
+    cluster: &str,
+    forced: Option<&Forced>,
+    events: &Events,
+) -> Result<Progress> {
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
-    if let Some(condition) = clean_kind(&addons, "managedclusteraddons").await? {
-        return Ok(Progress::Remaining(condition));
+    if let Some((condition, released)) = clean_kind(&addons, "managedclusteraddons", forced, events).await? {
+        return Ok(Progress::Remaining(condition, released));
     }
     let works: Api<ManifestWork> = Api::namespaced(client.clone(), cluster);
-    if let Some(condition) = clean_kind(&works, "manifestworks").await? {
-        return Ok(Progress::Remaining(condition));
+    if let Some((condition, released)) = clean_kind(&works, "manifestworks", forced, events).await? {
+        return Ok(Progress::Remaining(condition, released));
     }
     Ok(Progress::Clean)
 }
 
 /// Deletes the lowest-priority batch of `K` still present (objects already being deleted are
-/// left to their finalizers). Returns the Deleting condition when anything remains.
-async fn clean_kind<K>(api: &Api<K>, resource: &str) -> Result<Option<NewCondition<'static>>>
+/// left to their finalizers, or when `forced`, relieved of the agent's, each with a Warning
+/// Event). Returns the Deleting condition when anything remains, with how many were relieved.
+async fn clean_kind<K>(
+    api: &Api<K>,
+    resource: &str,
+    forced: Option<&Forced>,
+    events: &Events,
+) -> Result<Option<(NewCondition<'static>, usize)>>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
@@ -172,7 +208,28 @@ where
         tracing::info!(resource, name = item.name, "deleting for cluster clean-up");
         write::delete_if_present(api, item.name).await?;
     }
-    Ok(Some(condition))
+    let mut released = 0;
+    if let Some(forced) = forced {
+        for item in list
+            .items
+            .iter()
+            .filter(|i| i.meta().deletion_timestamp.is_some())
+        {
+            let held = cleanup::agent_finalizers(item.meta().finalizers.as_deref().unwrap_or_default());
+            if held.is_empty() {
+                continue;
+            }
+            write::remove_finalizers(api, item, &held).await?;
+            let note = format!(
+                "took the agent's finalizers off {resource}/{} because {}; what the agent applied for it stays on the managed cluster",
+                item.meta().name.as_deref().unwrap_or_default(),
+                forced.describe()
+            );
+            events.warning(item, "CleanupForced", "Delete", note).await;
+            released += 1;
+        }
+    }
+    Ok(Some((condition, released)))
 }
 
 /// Deletes the cluster's ClusterRole, ClusterRoleBindings and RoleBindings. A reserved name's

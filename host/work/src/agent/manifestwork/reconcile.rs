@@ -40,7 +40,9 @@ use flotilla_core::{
         },
         feedback, names,
         order::apply_waves,
-        ownership::{owned_by_work, owner_reference, required_owner, sort_applied, untracked},
+        ownership::{
+            owned_by_work, owner_reference, releases_pre_existing, required_owner, sort_applied, untracked,
+        },
         rules,
         watch::{MetadataKeys, Wake, WatchedKind, WatchedObject},
     },
@@ -708,7 +710,8 @@ async fn apply_one(
                 && r.namespace == meta.namespace
                 && r.name == meta.name
         });
-        match apply::apply(&api, &name, desired, strategy, ssa, &required, known).await {
+        let release = releases_pre_existing(work.metadata.annotations.as_ref());
+        match apply::apply(&api, &name, desired, strategy, ssa, &required, known, release).await {
             Ok(object) => live = Some(object),
             Err(failure) => outcome = failure,
         }
