@@ -701,3 +701,135 @@ async fn under_rollout_all_a_new_plugin_revision_re_renders_every_cluster_at_onc
         "rv-l1 is still in flight on revision b while the others are done"
     );
 }
+
+/// What one ManifestWork version carries: the revision its annotation names, whether its
+/// manifests are revision b's (the ConfigMap's `data.revision`), and its objects (kind/name).
+fn work_content(work: &flotilla_api::work::v1::ManifestWork) -> (Option<String>, bool, BTreeSet<String>) {
+    let manifests = &work.spec.workload.manifests;
+    let b = manifests
+        .iter()
+        .any(|m| m.0.pointer("/data/revision") == Some(&json!("b")));
+    let objects = manifests
+        .iter()
+        .map(|m| {
+            format!(
+                "{}/{}",
+                m.0["kind"].as_str().unwrap_or(""),
+                m.0["metadata"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    (work.annotations().get(WORK_REVISION).cloned(), b, objects)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_revision_swapped_during_a_200_cluster_fan_out_never_mixes_revisions_in_a_work() {
+    let client = client().await;
+    let addon = "hello-rvs";
+    let names: Vec<String> = (0..200).map(|i| format!("rv-s{i:03}")).collect();
+    let clusters: Vec<&str> = names.iter().map(String::as_str).collect();
+    register_plugin(&client, addon, plugins::HELLOWORLD).await;
+    await_cma(&client, addon).await;
+    let revision_a = await_serving(&client, addon, None).await;
+    for c in &clusters {
+        cluster(&client, c).await;
+    }
+    spawn_agent(client.clone(), "rv-s", Failing::default());
+
+    // Every version of every work of the add-on, in the order the API server made them.
+    type Seen = (usize, Vec<String>, BTreeMap<String, BTreeSet<BTreeSet<String>>>);
+    let seen: Arc<std::sync::Mutex<Seen>> = Arc::default();
+    let recorded = Arc::clone(&seen);
+    let (watch_client, revision) = (client.clone(), revision_a.clone());
+    tokio::spawn(async move {
+        let api: Api<flotilla_api::work::v1::ManifestWork> = Api::all(watch_client);
+        let config = watcher::Config::default().labels(&format!("{ADDON_NAME_LABEL}={addon}"));
+        let mut events = std::pin::pin!(watcher(api, config).applied_objects());
+        while let Ok(Some(work)) = events.try_next().await {
+            let (carries, b, objects) = work_content(&work);
+            let mut seen = recorded.lock().expect("seen");
+            seen.0 += 1;
+            let carries = carries.unwrap_or_default();
+            if b == (carries == revision) {
+                seen.1.push(format!(
+                    "{}/{} carries {carries} but its manifests are revision {}",
+                    work.namespace().unwrap_or_default(),
+                    work.name_any(),
+                    if b { "b" } else { "a" }
+                ));
+            }
+            seen.2.entry(carries).or_default().insert(objects);
+        }
+    });
+
+    placement_deciding(&client, "revision-s", "pl", &clusters).await;
+    let started = std::time::Instant::now();
+    install_through(
+        &client,
+        addon,
+        json!([{"namespace": "revision-s", "name": "pl", "rolloutStrategy": {"type": "All"}}]),
+    )
+    .await;
+    let works_api: Api<flotilla_api::work::v1::ManifestWork> = Api::all(client.clone());
+    let listed = kube::api::ListParams::default().labels(&format!("{ADDON_NAME_LABEL}={addon}"));
+    let at_swap = wait::until("a's fan-out under way", TIMEOUT, || {
+        let (api, listed) = (works_api.clone(), listed.clone());
+        async move {
+            let n = api.list(&listed).await?.items.len();
+            Ok::<_, kube::Error>((n >= 20).then_some(n))
+        }
+    })
+    .await
+    .expect("fan-out started");
+    register_plugin(&client, addon, plugins::REVISION_B).await;
+    println!(
+        "revision b registered after {:?}, with {at_swap}/200 works written",
+        started.elapsed()
+    );
+    assert!(
+        at_swap < 200,
+        "the swap must land during the fan-out, saw {at_swap} works"
+    );
+    let revision_b = await_serving(&client, addon, Some(&revision_a)).await;
+
+    wait::until("every cluster on revision b", TIMEOUT, || {
+        let (api, listed, b) = (works_api.clone(), listed.clone(), revision_b.clone());
+        async move {
+            let works = api.list(&listed).await?.items;
+            let on_b = works
+                .iter()
+                .filter(|w| w.annotations().get(WORK_REVISION) == Some(&b))
+                .count();
+            Ok::<_, kube::Error>((works.len() == 200 && on_b == 200).then_some(()))
+        }
+    })
+    .await
+    .expect("all on b");
+    println!("every cluster on b after {:?}", started.elapsed());
+    let works = works_api.list(&listed).await.expect("works").items;
+    let mut per_cluster: BTreeMap<String, usize> = BTreeMap::new();
+    for w in &works {
+        *per_cluster.entry(w.namespace().unwrap_or_default()).or_default() += 1;
+        assert!(work_content(w).1, "{} runs b's manifests", w.name_any());
+    }
+    assert_eq!(per_cluster.len(), 200);
+    assert!(
+        per_cluster.values().all(|n| *n == 1),
+        "one work per cluster: {per_cluster:?}"
+    );
+
+    let seen = seen.lock().expect("seen");
+    println!("work versions watched: {}", seen.0);
+    assert!(seen.1.is_empty(), "works mixing revisions: {:?}", seen.1);
+    for (revision, sets) in &seen.2 {
+        assert_eq!(
+            sets.len(),
+            1,
+            "every work of revision {revision} carries the same objects: {sets:?}"
+        );
+    }
+    assert!(
+        seen.2.contains_key(&revision_a) && seen.2.contains_key(&revision_b),
+        "both revisions rendered works"
+    );
+}

@@ -58,6 +58,10 @@ pub struct HubArgs {
     /// Seconds between re-reads of a healthy plugin whose source is not pinned by digest.
     #[arg(long, default_value_t = 300)]
     pub plugin_resync_seconds: u64,
+    /// Longest one fetch of a plugin from its source may take, in seconds (a registry that
+    /// holds the connection is given up on; the last good revision keeps serving).
+    #[arg(long, default_value_t = flotilla_wasm::controller::DEFAULT_FETCH_DEADLINE.as_secs())]
+    pub plugin_fetch_timeout_seconds: u64,
     /// Consecutive runtime faults after which a plugin revision is quarantined.
     #[arg(long, default_value_t = FaultPolicy::DEFAULT_THRESHOLD)]
     pub plugin_quarantine_after: u32,
@@ -265,6 +269,7 @@ impl HubArgs {
         ControllerConfig {
             max_fetch_bytes: self.plugin_max_component_mib.saturating_mul(1 << 20),
             resync: Duration::from_secs(self.plugin_resync_seconds.max(1)),
+            fetch_deadline: Duration::from_secs(self.plugin_fetch_timeout_seconds.max(1)),
             secrets_namespace: self.plugin_secrets_namespace.clone(),
             ..ControllerConfig::default()
         }

@@ -593,6 +593,16 @@ pub enum FetchError {
         actual: crate::Digest,
     },
 
+    /// The whole fetch took longer than the controller's fetch deadline (a registry that
+    /// accepts and never answers, or answers a byte at a time).
+    #[error("fetching from {origin} did not finish within {after:?}")]
+    TimedOut {
+        /// The registry and reference, or the ConfigMap.
+        origin: String,
+        /// The deadline.
+        after: std::time::Duration,
+    },
+
     /// Any other registry failure.
     #[error("pulling {reference} failed: {message}")]
     Registry {
@@ -645,6 +655,7 @@ impl FetchError {
             FetchError::LayerDigestMismatch { .. } => r::LAYER_DIGEST_MISMATCH,
             FetchError::DigestMismatch { .. } => r::DIGEST_MISMATCH,
             FetchError::Registry { .. } => r::OCI_PULL_FAILED,
+            FetchError::TimedOut { .. } => r::FETCH_TIMED_OUT,
             FetchError::Refused(refusal) => refusal.reason(),
         }
     }

@@ -8,7 +8,7 @@
 //!
 //! | condition | reasons |
 //! |---|---|
-//! | `Fetched` | `Fetched`, `InvalidSource`, `ConfigMapNotFound`, `ConfigMapKeyNotFound`, `InvalidEncoding`, `TooLarge`, `InvalidReference`, `PullSecretNotFound`, `InvalidPullSecret`, `RegistryUnreachable`, `RegistryUnauthorized`, `ManifestNotFound`, `NotAWasmArtifact`, `ManifestTooLarge`, `ConfigTooLarge`, `LayerTooLarge`, `LayerMissing`, `LayerDigestMismatch`, `OCIPullFailed`, `InvalidDigest`, `DigestMismatch`, `KubeAPIError`, `SecretOutsideNamespace`, `CredentialsOverPlainHttp` |
+//! | `Fetched` | `Fetched`, `InvalidSource`, `ConfigMapNotFound`, `ConfigMapKeyNotFound`, `InvalidEncoding`, `TooLarge`, `InvalidReference`, `PullSecretNotFound`, `InvalidPullSecret`, `RegistryUnreachable`, `FetchTimedOut`, `RegistryUnauthorized`, `ManifestNotFound`, `NotAWasmArtifact`, `ManifestTooLarge`, `ConfigTooLarge`, `LayerTooLarge`, `LayerMissing`, `LayerDigestMismatch`, `OCIPullFailed`, `InvalidDigest`, `DigestMismatch`, `KubeAPIError`, `SecretOutsideNamespace`, `CredentialsOverPlainHttp` |
 //! | `Validated` | `Validated`, `FetchFailed`, `NotAComponent`, `NotWasm`, `MissingHooks`, `UnsupportedWitVersion`, `ForbiddenImport`, `WorldMismatch`, `CompileFailed`, `DescribeFailed`, `InvalidOptions`, `InvalidLimits`, `TooLarge`, `SignatureMissing`, `SignatureInvalid`, `HostError` |
 //! | `Ready` | `Ready`, `NotFetched`, `NotValidated`, `AddOnNameConflict` |
 //! | `Degraded` | `AsExpected`, `RevisionRejected`, `PluginFaulting`, and for runtime faults of the serving revision `<Hook><Kind>` (`ManifestsTimeout`, `ApproveCsrTrap`, `ProbeHealthStackOverflow`, `HubPermissionsMemory`, `ManifestsOutputTooLarge`, `ManifestsLogFlood`, ...; see [`flotilla_core::plugin_faults::fault_reason`]) |
@@ -25,6 +25,9 @@ pub mod fetched {
     pub const INVALID_PULL_SECRET: &str = "InvalidPullSecret";
     /// False: the registry could not be reached (connection refused, DNS, timeout).
     pub const REGISTRY_UNREACHABLE: &str = "RegistryUnreachable";
+    /// False: the whole fetch took longer than the controller's fetch deadline (a registry
+    /// that holds the connection without answering, or answers a byte at a time).
+    pub const FETCH_TIMED_OUT: &str = "FetchTimedOut";
     /// False: the registry refused the credentials (or demanded some and none were given).
     pub const REGISTRY_UNAUTHORIZED: &str = "RegistryUnauthorized";
     /// False: the registry has no manifest under the reference.

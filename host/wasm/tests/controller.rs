@@ -41,6 +41,10 @@ const NS: &str = "plugin-sources";
 /// The cap the test controller accepts: small enough to refuse a 9 MiB layer quickly.
 const MAX_FETCH: usize = 8 << 20;
 
+/// The test controller's fetch deadline: well below the OCI client's 30 s read timeout, so a
+/// registry that holds the connection is given up on by the deadline, not by a read timeout.
+const FETCH_DEADLINE: Duration = Duration::from_secs(4);
+
 struct Env {
     cp: &'static ControlPlane,
     registry: Arc<PluginRegistry>,
@@ -85,6 +89,7 @@ async fn env() -> &'static Env {
                             backoff_max: Duration::from_secs(2),
                             fault_debounce: Duration::from_millis(200),
                             secrets_namespace: NS.to_owned(),
+                            fetch_deadline: FETCH_DEADLINE,
                         };
                         controller::run(client, for_controller, config).await;
                     });
@@ -456,6 +461,73 @@ async fn oci_plugins_load_and_registry_faults_are_named() {
     assert_eq!(condition(&status, "Ready").status, "True");
     assert_eq!(status.digest, Some(pushed.digest.to_string()));
     assert_eq!(env.registry.require("oci-hello").unwrap().digest(), pushed.digest);
+}
+
+/// A registry that accepts connections and answers a byte a second, forever: every read gets
+/// a byte within the client's read timeout, so only an overall deadline ends a pull from it.
+/// (flotilla-testing has no black-hole proxy yet; this listener stands in for one.)
+async fn dripping_registry() -> String {
+    use tokio::io::AsyncWriteExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let head = b"HTTP/1.1 200 OK\r\nX-Drip: ";
+                for byte in head.iter().chain(std::iter::repeat(&b'a')) {
+                    if socket.write_all(&[*byte]).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            });
+        }
+    });
+    address
+}
+
+#[tokio::test]
+async fn a_registry_that_never_answers_times_out_at_the_fetch_deadline_and_the_last_good_revision_serves() {
+    let env = env().await;
+    let name = "drip-hello";
+    let wasm = bytes(plugins::HELLOWORLD);
+    put_config_map(name, wasm.clone()).await;
+    apply_plugin(name, cm_source(name), None).await;
+    await_condition(name, "Ready", "True", "Ready").await;
+    let good = env.registry.require(name).unwrap();
+    assert_eq!(good.digest(), Digest::of(&wasm));
+
+    // The new revision comes from a registry that holds every connection.
+    let registry = dripping_registry().await;
+    let reference = format!("{registry}/plugins/hello:v2");
+    let started = std::time::Instant::now();
+    apply_plugin(name, oci_source(&reference, None), None).await;
+    let status = await_condition(name, "Fetched", "False", "FetchTimedOut").await;
+    let took = started.elapsed();
+    println!("fetch from the dripping registry given up after {took:?}");
+    assert!(
+        took >= FETCH_DEADLINE && took < FETCH_DEADLINE + Duration::from_secs(10),
+        "bounded by the fetch deadline ({FETCH_DEADLINE:?}), not a read timeout: {took:?}"
+    );
+    let fetched = condition(&status, "Fetched");
+    assert!(
+        fetched.message.contains(&format!("registry {registry}"))
+            && fetched.message.contains("did not finish within 4s"),
+        "{}",
+        fetched.message
+    );
+    assert_eq!(condition(&status, "Ready").status, "True");
+    assert_eq!(condition(&status, "Degraded").status, "True");
+    assert_eq!(status.digest, Some(Digest::of(&wasm).to_string()));
+
+    // The last good revision still serves and answers.
+    let serving = env.registry.require(name).unwrap();
+    assert_eq!(serving.digest(), Digest::of(&wasm));
+    let objects = serving
+        .manifests(&cluster("cluster1"), &addon(name), &[])
+        .await
+        .unwrap();
+    assert_eq!(objects.len(), 4);
 }
 
 #[tokio::test]

@@ -74,7 +74,14 @@ pub struct ControllerConfig {
     /// `caSecretRef`); other references are refused before anything is read
     /// ([`flotilla_core::plugin_sources`]).
     pub secrets_namespace: String,
+    /// Longest one fetch of a plugin's bytes may take, all requests together; past it the
+    /// fetch fails (`Fetched` False `FetchTimedOut`) and the last good revision keeps serving.
+    pub fetch_deadline: Duration,
 }
+
+/// Default [`ControllerConfig::fetch_deadline`]: ample for a component of the largest
+/// accepted size from a slow registry, short enough that a stuck one is reported.
+pub const DEFAULT_FETCH_DEADLINE: Duration = Duration::from_secs(120);
 
 /// The hub's own namespace, where [`ControllerConfig::secrets_namespace`] points by default.
 pub const DEFAULT_SECRETS_NAMESPACE: &str = "open-cluster-management-hub";
@@ -88,6 +95,7 @@ impl Default for ControllerConfig {
             backoff_max: Duration::from_secs(300),
             fault_debounce: Duration::from_secs(1),
             secrets_namespace: DEFAULT_SECRETS_NAMESPACE.to_owned(),
+            fetch_deadline: DEFAULT_FETCH_DEADLINE,
         }
     }
 }
@@ -146,7 +154,8 @@ impl Context {
     /// A context for `registry`, reading sources with `client`.
     pub fn new(client: Client, registry: Arc<PluginRegistry>, config: ControllerConfig) -> Self {
         Self {
-            fetcher: Fetcher::new(client.clone(), config.max_fetch_bytes),
+            fetcher: Fetcher::new(client.clone(), config.max_fetch_bytes)
+                .with_deadline(config.fetch_deadline),
             client,
             registry,
             config,

@@ -53,12 +53,16 @@ impl std::fmt::Debug for Fetched {
 pub struct Fetcher {
     client: kube::Client,
     max_bytes: usize,
+    /// Longest a whole fetch may take: the per-request connect and read timeouts do not bound
+    /// a registry that sends a byte just often enough to keep each read alive.
+    deadline: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Fetcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fetcher")
             .field("max_bytes", &self.max_bytes)
+            .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
 }
@@ -67,7 +71,19 @@ impl Fetcher {
     /// A fetcher reading ConfigMaps and pull secrets with `client`, accepting at most
     /// `max_bytes` of component (decompressed).
     pub fn new(client: kube::Client, max_bytes: usize) -> Self {
-        Self { client, max_bytes }
+        Self {
+            client,
+            max_bytes,
+            deadline: None,
+        }
+    }
+
+    /// The same fetcher, giving up on a fetch (every request of it) after `deadline`.
+    pub fn with_deadline(self, deadline: std::time::Duration) -> Self {
+        Self {
+            deadline: Some(deadline),
+            ..self
+        }
     }
 
     /// The cap on a component's size.
@@ -77,7 +93,27 @@ impl Fetcher {
 
     /// Fetches the bytes `source` names and checks them against `expected` when it is set, and
     /// against the signature `verification` asks for (OCI sources only).
+    /// The whole fetch ends within the fetcher's deadline, if it has one.
     pub async fn fetch(
+        &self,
+        source: &PluginSource,
+        verification: Option<&PluginVerification>,
+        expected: Option<Digest>,
+    ) -> Result<Fetched, FetchError> {
+        let fetch = self.fetch_unbounded(source, verification, expected);
+        let Some(deadline) = self.deadline else {
+            return fetch.await;
+        };
+        match tokio::time::timeout(deadline, fetch).await {
+            Ok(fetched) => fetched,
+            Err(_) => Err(FetchError::TimedOut {
+                origin: describe_source(source),
+                after: deadline,
+            }),
+        }
+    }
+
+    async fn fetch_unbounded(
         &self,
         source: &PluginSource,
         verification: Option<&PluginVerification>,
@@ -107,6 +143,18 @@ impl Fetcher {
             _ => return Err(FetchError::InvalidSource),
         };
         check_pinned(fetched, expected)
+    }
+}
+
+/// Where `source` reads from, for messages: the registry and reference, or the ConfigMap.
+fn describe_source(source: &PluginSource) -> String {
+    match (&source.config_map, &source.oci) {
+        (Some(cm), _) => format!("ConfigMap {}/{}", cm.namespace, cm.name),
+        (None, Some(oci)) => match oci::registry_of(&oci.reference) {
+            Ok(registry) => format!("registry {registry} ({})", oci.reference),
+            Err(_) => format!("OCI reference {}", oci.reference),
+        },
+        (None, None) => "an empty source".to_owned(),
     }
 }
 
