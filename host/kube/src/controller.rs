@@ -107,7 +107,8 @@ where
 /// For kinds that requesters write at any size and rate (CertificateSigningRequests: every
 /// cluster agent may create them): each object costs the cache a few hundred bytes, whatever
 /// its spec, annotations or managed fields carry, and the apiserver sends no more than that.
-/// Reconciles read the one object they work on.
+/// Reconciles read the one object they work on, at most [`METADATA_ONLY_CONCURRENCY`] at a
+/// time, so a flood of large objects is read a few at a time, not all at once.
 pub fn metadata_only<K>(
     client: kube::Client,
     config: watcher::Config,
@@ -123,7 +124,11 @@ where
         .reflect(writer)
         .applied_objects();
     Controller::for_stream(stream, store)
+        .with_config(controller::Config::default().concurrency(METADATA_ONLY_CONCURRENCY))
 }
+
+/// Reconciles a [`metadata_only`] controller runs at once.
+pub const METADATA_ONLY_CONCURRENCY: u16 = 8;
 
 /// Drops everything of `object`'s metadata but its identity and the `labels` named.
 fn keep_only<K>(object: &mut PartialObjectMeta<K>, labels: &[&str]) {
