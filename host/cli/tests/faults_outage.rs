@@ -286,6 +286,8 @@ struct Outcome {
     snapshot: Snapshot,
     /// Available statuses the hub showed from the fault on.
     statuses: Vec<String>,
+    /// From the end of the fault until the cluster was Available again.
+    available_in: Duration,
     /// From the end of the fault until the fleet converged.
     converged_in: Duration,
 }
@@ -331,6 +333,7 @@ async fn run(prefix: &str, fault: Fault) -> Outcome {
         create_work(&hub, "second").await;
     }
     wait_available(&fleet, "True").await;
+    let available_in = recovered.elapsed();
     wait_applied(&fleet, "second").await;
     let converged_in = recovered.elapsed();
 
@@ -359,6 +362,7 @@ async fn run(prefix: &str, fault: Fault) -> Outcome {
     Outcome {
         snapshot,
         statuses,
+        available_in,
         converged_in,
     }
 }
@@ -371,7 +375,9 @@ async fn faulted(prefix: &str, fault: Fault) -> Outcome {
         .await;
     let outcome = run(prefix, fault).await;
     eprintln!(
-        "{fault:?}: converged {:?} after the fault; Available {:?}; {} objects vs {} fault-free",
+        "{fault:?}: Available {:?} and converged {:?} after the fault; Available went {:?}; {} \
+         objects vs {} fault-free",
+        outcome.available_in,
         outcome.converged_in,
         outcome.statuses,
         outcome.snapshot.len(),
@@ -400,4 +406,10 @@ async fn a_work_created_while_the_managed_apiserver_is_down_is_applied_once_it_i
         outcome.statuses
     );
     assert_eq!(outcome.statuses.last().map(String::as_str), Some("True"));
+    // The agent probes an unavailable apiserver every 5 s, not once a status interval (60 s).
+    assert!(
+        outcome.available_in < Duration::from_secs(30),
+        "Available {:?} after the managed apiserver came back",
+        outcome.available_in
+    );
 }
