@@ -1,6 +1,6 @@
 //! The operations endpoint of `flotilla hub` and `flotilla klusterlet`: `/metrics` (Prometheus
-//! text), `/healthz` (the process serves) and `/readyz` (its apiserver answers and every
-//! controller's cache has synced), on one plain-HTTP port as kubelet probes and Prometheus
+//! text), `/healthz` (the process serves) and `/readyz` (its apiserver is ready, storage
+//! included, and every controller's cache has synced), on one plain-HTTP port as kubelet probes and Prometheus
 //! scrapes expect.
 
 use std::net::SocketAddr;
@@ -87,13 +87,19 @@ async fn handle(state: &State, request: &Request<hyper::body::Incoming>) -> Resp
 
 /// Why the process is not ready, if it is not.
 async fn not_ready(state: &State) -> Option<String> {
-    match tokio::time::timeout(APISERVER_TIMEOUT, state.client.apiserver_version()).await {
+    // The apiserver's own /readyz, not /version: /version answers without storage, so an
+    // apiserver whose etcd is down would pass while every read and write fails.
+    let request = match http::Request::get("/readyz").body(Vec::new()) {
+        Ok(request) => request,
+        Err(error) => return Some(format!("build the apiserver readiness request: {error}")),
+    };
+    match tokio::time::timeout(APISERVER_TIMEOUT, state.client.request_text(request)).await {
         Err(_) => {
             return Some(format!(
                 "apiserver unreachable: no answer within {APISERVER_TIMEOUT:?}"
             ));
         }
-        Ok(Err(error)) => return Some(format!("apiserver unreachable: {error}")),
+        Ok(Err(error)) => return Some(format!("apiserver unreachable or not ready: {error}")),
         Ok(Ok(_)) => {}
     }
     let unsynced = flotilla_kube::metrics::global().unsynced_caches();

@@ -224,8 +224,11 @@ pub fn normalize(cluster: &str, kind: &str, object: Value) -> (String, Value) {
             .unwrap_or_default()
             .to_owned()
     };
-    let name = match text("generateName") {
-        generated if !generated.is_empty() => format!("{generated}*"),
+    let work_name = object.pointer("/spec/manifestWorkName").and_then(Value::as_str);
+    let name = match (text("generateName"), work_name) {
+        // Named `<hub hash>-<work>`, and the hub hash differs between hubs.
+        (_, Some(work)) if kind == "AppliedManifestWork" => work.to_owned(),
+        (generated, _) if !generated.is_empty() => format!("{generated}*"),
         _ => text("name"),
     };
     let key = format!("{cluster}/{kind}/{}/{name}", text("namespace"));
@@ -276,6 +279,8 @@ fn scrub(value: &mut Value) {
                         | "username"
                         | "uid"
                         | "groups"
+                        | "hubHash"
+                        | "agentID"
                 ) {
                     *inner = Value::String("<credential>".into());
                 } else {
@@ -485,6 +490,14 @@ mod tests {
         assert_eq!(diff.duplicated, ["hub/CertificateSigningRequest//c1-*"]);
         assert_eq!(diff.left_behind, ["hub/Lease/c1/managed-cluster-lease"]);
         assert!(diff.changed.is_empty());
+    }
+
+    #[test]
+    fn applied_works_of_different_hubs_share_a_key() {
+        let applied = |hash: &str| json!({"metadata": {"name": format!("{hash}-w")}, "spec": {"hubHash": hash, "agentID": hash, "manifestWorkName": "w"}});
+        let one = snapshot(&[("AppliedManifestWork", applied("aaa"))]);
+        let two = snapshot(&[("AppliedManifestWork", applied("bbb"))]);
+        assert!(diff(&one, &two).is_empty(), "{}", diff(&one, &two));
     }
 
     #[test]

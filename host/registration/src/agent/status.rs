@@ -4,7 +4,8 @@
 //!    nothing else is written;
 //! 2. available: `/livez` (or `/healthz`) of the managed kube-apiserver; True
 //!    `ManagedClusterAvailable`, False `ManagedClusterKubeAPIServerUnavailable` after 20 s of
-//!    failures (the rest is skipped while it fails);
+//!    failures (the rest is skipped while it fails, and the probe repeats every 5 s until it
+//!    passes);
 //! 3. version, capacity and allocatable (sums over nodes);
 //! 4. cluster claims (reserved first, spoke-only hidden, custom capped).
 //!
@@ -83,6 +84,9 @@ enum Pass {
     /// Everything written: next pass after the status interval, or sooner when the spec
     /// moves past this `metadata.generation`.
     Done(Option<i64>),
+    /// Written as unavailable: probe again after the retry interval, so the apiserver's return
+    /// shows within seconds rather than a status interval later.
+    Unavailable(Option<i64>),
 }
 
 /// Reports status forever.
@@ -111,6 +115,10 @@ pub(crate) async fn run(
                     Pass::Done(generation) => {
                         seen_generation = generation;
                         options.status_interval
+                    }
+                    Pass::Unavailable(generation) => {
+                        seen_generation = generation;
+                        options.health_retry_interval
                     }
                 }
             }
@@ -246,7 +254,7 @@ async fn pass(
                 available(conditions::FALSE, mc::REASON_KUBE_APISERVER_UNAVAILABLE, message),
                 now,
             );
-            Pass::Done(cluster.metadata.generation)
+            Pass::Unavailable(cluster.metadata.generation)
         }
         HealthDecision::Available => {
             conditions::set(
