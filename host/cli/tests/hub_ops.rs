@@ -216,29 +216,28 @@ struct Seen {
     transitions: i32,
 }
 
-#[tokio::test]
-async fn two_hubs_elect_one_leader_and_the_other_takes_over_when_it_dies() {
-    let hub = ControlPlane::start("ops-leader").await.unwrap();
-    let client = hub.admin_client().await.unwrap();
-    let election = |identity: &'static str| {
-        [
-            "--no-plugin-host",
-            "--leader-election-identity",
-            identity,
-            "--leader-election-lease-duration",
-            "6s",
-            "--leader-election-renew-deadline",
-            RENEW_DEADLINE,
-            "--leader-election-retry-period",
-            RETRY,
-        ]
-    };
+/// The arguments of a hub that competes for the lease as `identity`, with the short timing of
+/// these tests.
+fn election(identity: &'static str) -> [&'static str; 9] {
+    [
+        "--no-plugin-host",
+        "--leader-election-identity",
+        identity,
+        "--leader-election-lease-duration",
+        "6s",
+        "--leader-election-renew-deadline",
+        RENEW_DEADLINE,
+        "--leader-election-retry-period",
+        RETRY,
+    ]
+}
+
+/// Every version of the hub's lease, as a watch delivers it, until the task is aborted.
+fn record_lease(client: &Client) -> (Arc<Mutex<Vec<Seen>>>, tokio::task::JoinHandle<()>) {
     let leases: Api<Lease> = Api::namespaced(client.clone(), "open-cluster-management-hub");
-    // Every version of the lease, as a watch delivers it.
     let history = Arc::new(Mutex::new(Vec::<Seen>::new()));
     let recorder = {
         let history = history.clone();
-        let leases = leases.clone();
         tokio::spawn(async move {
             let config = watcher::Config::default().fields("metadata.name=flotilla-hub");
             let mut events = watcher(leases, config).applied_objects().boxed();
@@ -253,6 +252,14 @@ async fn two_hubs_elect_one_leader_and_the_other_takes_over_when_it_dies() {
             }
         })
     };
+    (history, recorder)
+}
+
+#[tokio::test]
+async fn two_hubs_elect_one_leader_and_the_other_takes_over_when_it_dies() {
+    let hub = ControlPlane::start("ops-leader").await.unwrap();
+    let client = hub.admin_client().await.unwrap();
+    let (history, recorder) = record_lease(&client);
     let holder_is = |name: &'static str| {
         let history = history.clone();
         async move {
@@ -343,37 +350,7 @@ async fn a_partitioned_leader_stops_acting_before_the_follower_takes_over() {
     let through_hole = tempfile::NamedTempFile::new().unwrap();
     let admin = std::fs::read_to_string(hub.admin_kubeconfig()).unwrap();
     std::fs::write(through_hole.path(), admin.replace(hub.server(), &hole.url())).unwrap();
-    let election = |identity: &'static str| {
-        [
-            "--no-plugin-host",
-            "--leader-election-identity",
-            identity,
-            "--leader-election-lease-duration",
-            "6s",
-            "--leader-election-renew-deadline",
-            RENEW_DEADLINE,
-            "--leader-election-retry-period",
-            RETRY,
-        ]
-    };
-    let leases: Api<Lease> = Api::namespaced(client.clone(), "open-cluster-management-hub");
-    let history = Arc::new(Mutex::new(Vec::<Seen>::new()));
-    let recorder = {
-        let history = history.clone();
-        tokio::spawn(async move {
-            let config = watcher::Config::default().fields("metadata.name=flotilla-hub");
-            let mut events = watcher(leases, config).applied_objects().boxed();
-            while let Some(Ok(lease)) = events.next().await {
-                let spec = lease.spec.unwrap_or_default();
-                history.lock().unwrap().push(Seen {
-                    holder: spec.holder_identity.unwrap_or_default(),
-                    acquired: spec.acquire_time.map(|t| t.0),
-                    renewed: spec.renew_time.map(|t| t.0),
-                    transitions: spec.lease_transitions.unwrap_or_default(),
-                });
-            }
-        })
-    };
+    let (history, recorder) = record_lease(&client);
     let first_of = |name: &'static str| {
         let history = history.clone();
         async move {
