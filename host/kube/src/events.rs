@@ -1,24 +1,32 @@
-//! Kubernetes Events on the objects the controllers act on, through kube's [`Recorder`]. Events
-//! are best-effort, as in client-go: a failure to publish one is logged and never fails the
-//! reconcile that acted.
+//! Kubernetes Events on the objects the controllers act on. Events are best-effort, as in
+//! client-go: a failure to publish one is logged and never fails the reconcile that acted.
 //!
 //! Reconciles repeat (resyncs, conflicts, requeues), so the same Event would be published again
-//! and again: kube's recorder would patch the Event's series on every repeat. Like client-go's
-//! broadcaster, which keeps repeats in memory and writes a series rarely, an Event identical to
-//! one published for the same object within [`REPEAT_WINDOW`] is dropped here ([`Repeats`]).
+//! and again. Like client-go's broadcaster, which keeps repeats in memory and writes a series
+//! rarely, an Event identical to one published for the same object within [`REPEAT_WINDOW`] is
+//! dropped by [`Publisher`] ([`Repeats`]).
+//!
+//! Events are written by [`Publisher`], not kube's `Recorder`: the recorder folds every Event
+//! with the same object, type, reason and action into the first one's series and keeps the first
+//! note for minutes, so a new refusal, new scores or a new generation would never be shown
+//! (client-go's correlator keys on the message too).
 //!
 //! ```text
-//!  reconcile ─▶ Events::normal / warning / conditions ─▶ Repeats (seen within the window? drop)
-//!                                                        └─▶ Recorder ─▶ events.k8s.io/v1 Event
+//!  reconcile ─▶ Events::normal / warning / conditions ─▶ Publisher ─▶ events.k8s.io/v1 Event
+//!                                                         └─ Repeats: seen within the window? drop
 //! ```
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::api::{Api, PostParams};
+pub use kube::runtime::events::{Event, EventType, Reporter};
 
 /// How long an Event is not published again for the same object with the same type, reason and
 /// note: long against a resync, short enough that a state that lasts is reported again.
@@ -28,11 +36,116 @@ pub const REPEAT_WINDOW: Duration = Duration::from_secs(10 * 60);
 /// inside it, all are (a storm of distinct Events is not held in memory).
 const REMEMBERED: usize = 4096;
 
+/// The longest note the apiserver accepts on an `events.k8s.io/v1` Event, in bytes.
+const NOTE_MAX_BYTES: usize = 1024;
+
+/// Writes each Event as a new `events.k8s.io/v1` Event of one reporting component, dropping an
+/// Event identical to one it wrote within [`REPEAT_WINDOW`].
+#[derive(Clone)]
+pub struct Publisher {
+    client: kube::Client,
+    reporter: Reporter,
+    repeats: Arc<Mutex<Repeats>>,
+}
+
+impl Publisher {
+    /// Events reported as `reporter`.
+    pub fn new(client: kube::Client, reporter: Reporter) -> Self {
+        Self {
+            client,
+            reporter,
+            repeats: Arc::default(),
+        }
+    }
+
+    /// Creates `event` about `reference`, in the referenced object's namespace (`default` for a
+    /// cluster-scoped one, as kubectl looks for it there), unless it is a repeat.
+    pub async fn publish(&self, event: &Event, reference: &ObjectReference) -> Result<(), kube::Error> {
+        let key = RepeatKey {
+            object: reference.uid.clone().unwrap_or_else(|| {
+                format!(
+                    "{}/{}/{}",
+                    reference.kind.as_deref().unwrap_or_default(),
+                    reference.namespace.as_deref().unwrap_or_default(),
+                    reference.name.as_deref().unwrap_or_default()
+                )
+            }),
+            warning: event.type_ == EventType::Warning,
+            reason: event.reason.clone(),
+            note: event.note.clone().unwrap_or_default(),
+        };
+        let first = self
+            .repeats
+            .lock()
+            .map_or(true, |mut repeats| repeats.first_in_window(key, Instant::now()));
+        if !first {
+            tracing::trace!(
+                reason = event.reason,
+                "Event published within the repeat window; dropped"
+            );
+            return Ok(());
+        }
+        let namespace = reference.namespace.as_deref().unwrap_or("default");
+        Api::<KubeEvent>::namespaced(self.client.clone(), namespace)
+            .create(
+                &PostParams::default(),
+                &self.event(event, reference, Timestamp::now()),
+            )
+            .await
+            .map(drop)
+    }
+
+    fn event(&self, event: &Event, reference: &ObjectReference, now: Timestamp) -> KubeEvent {
+        let subject = reference.name.as_deref().unwrap_or(&self.reporter.controller);
+        KubeEvent {
+            metadata: ObjectMeta {
+                // Unique per write: the time, and a random suffix for two writes in one instant.
+                name: Some(format!(
+                    "{subject}.{:x}{:04x}",
+                    now.as_nanosecond(),
+                    fastrand::u16(..)
+                )),
+                namespace: reference.namespace.clone(),
+                ..ObjectMeta::default()
+            },
+            action: Some(event.action.clone()),
+            reason: Some(event.reason.clone()),
+            note: event.note.as_deref().map(within_note_limit),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(reference.clone()),
+            related: event.secondary.clone(),
+            reporting_controller: Some(self.reporter.controller.clone()),
+            reporting_instance: Some(
+                self.reporter
+                    .instance
+                    .clone()
+                    .unwrap_or_else(|| self.reporter.controller.clone()),
+            ),
+            type_: Some(
+                match event.type_ {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                }
+                .to_owned(),
+            ),
+            ..KubeEvent::default()
+        }
+    }
+}
+
+/// `note` cut at a character boundary to what the apiserver accepts.
+fn within_note_limit(note: &str) -> String {
+    let mut end = note.len().min(NOTE_MAX_BYTES);
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    note[..end].to_owned()
+}
+
 /// Publishes the Events of one component (`reporting_controller`).
 #[derive(Clone)]
 pub struct Events {
-    recorder: Recorder,
-    repeats: Arc<Mutex<Repeats>>,
+    publisher: Publisher,
 }
 
 /// A condition type whose changes an Event reports (see [`Events::conditions`]).
@@ -69,8 +182,7 @@ impl Events {
             instance: std::env::var("HOSTNAME").ok(),
         };
         Self {
-            recorder: Recorder::new(client, reporter),
-            repeats: Arc::default(),
+            publisher: Publisher::new(client, reporter),
         }
     }
 
@@ -149,27 +261,6 @@ impl Events {
         note: String,
     ) {
         let reference = object.object_ref(&());
-        let key = RepeatKey {
-            object: reference.uid.clone().unwrap_or_else(|| {
-                format!(
-                    "{}/{}/{}",
-                    reference.kind.as_deref().unwrap_or_default(),
-                    reference.namespace.as_deref().unwrap_or_default(),
-                    reference.name.as_deref().unwrap_or_default()
-                )
-            }),
-            warning: type_ == EventType::Warning,
-            reason: reason.to_owned(),
-            note: note.clone(),
-        };
-        let first = self
-            .repeats
-            .lock()
-            .map_or(true, |mut repeats| repeats.first_in_window(key, Instant::now()));
-        if !first {
-            tracing::trace!(reason, "Event published within the repeat window; dropped");
-            return;
-        }
         let event = Event {
             type_,
             reason: reason.to_owned(),
@@ -177,7 +268,7 @@ impl Events {
             action: action.to_owned(),
             secondary: None,
         };
-        if let Err(error) = self.recorder.publish(&event, &reference).await {
+        if let Err(error) = self.publisher.publish(&event, &reference).await {
             tracing::debug!(%error, reason, "could not publish an Event");
         }
     }
@@ -271,6 +362,15 @@ mod tests {
             ..key("uid", "Applied", "done")
         };
         assert!(repeats.first_in_window(warning, now));
+    }
+
+    #[test]
+    fn a_long_note_is_cut_at_a_character_boundary_within_the_limit() {
+        let note = "é".repeat(NOTE_MAX_BYTES);
+        let cut = within_note_limit(&note);
+        assert!(cut.len() <= NOTE_MAX_BYTES && cut.len() >= NOTE_MAX_BYTES - 1);
+        assert!(note.starts_with(&cut));
+        assert_eq!(within_note_limit("short"), "short");
     }
 
     #[test]

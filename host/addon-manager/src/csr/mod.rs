@@ -41,7 +41,6 @@ use crate::plugins::Plugins;
 use flotilla_api::{addon::consts::ADDON_NAME_LABEL, cluster::consts::CLUSTER_NAME_LABEL};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 
 use crate::Options;
@@ -54,7 +53,7 @@ pub(crate) struct Context {
     pub(crate) configs: Arc<ReleasedConfigs>,
     pub(crate) options: Options,
     /// Publishes the Events that say why a CSR was or was not approved.
-    pub(crate) recorder: Recorder,
+    pub(crate) events: flotilla_kube::events::Events,
     /// Decisions left per requester and add-on.
     requesters: Mutex<flotilla_core::rate::Buckets>,
 }
@@ -89,19 +88,13 @@ pub(crate) async fn run(
         watcher::Config::default().labels(ADDON_NAME_LABEL),
         &[CLUSTER_NAME_LABEL, ADDON_NAME_LABEL],
     );
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: crate::EVENT_REPORTER.into(),
-            instance: None,
-        },
-    );
+    let events = flotilla_kube::events::Events::new(client.clone(), crate::EVENT_REPORTER);
     let context = Arc::new(Context {
         client,
         plugins,
         configs,
         options,
-        recorder,
+        events,
         requesters: Mutex::new(flotilla_core::rate::Buckets::new(
             CSR_REQUESTER_BURST,
             CSR_REQUESTER_REFILL,

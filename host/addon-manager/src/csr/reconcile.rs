@@ -24,7 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
@@ -300,17 +300,10 @@ fn hub_registrations(mca: &ManagedClusterAddOn, plugin: &Plugin, cluster: &str) 
 
 /// Publishes an Event about `csr`; failures are only logged (the decision stands either way).
 async fn event(ctx: &Context, csr: &CertificateSigningRequest, type_: EventType, reason: &str, note: String) {
-    let reference = csr.object_ref(&());
-    let note: String = note.chars().take(1000).collect();
-    let ev = Event {
-        type_,
-        reason: reason.to_owned(),
-        note: Some(note),
-        action: "ApproveAddOnCSR".to_owned(),
-        secondary: None,
-    };
-    if let Err(error) = ctx.recorder.publish(&ev, &reference).await {
-        tracing::warn!(csr = %csr.name_any(), %error, "could not record an Event on the CSR");
+    const ACTION: &str = "ApproveAddOnCSR";
+    match type_ {
+        EventType::Normal => ctx.events.normal(csr, reason, ACTION, note).await,
+        EventType::Warning => ctx.events.warning(csr, reason, ACTION, note).await,
     }
 }
 

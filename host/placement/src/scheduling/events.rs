@@ -3,16 +3,16 @@
 //! An Event is a courtesy to a person reading `kubectl describe`; a pass must neither wait for
 //! it nor fail with it. Like the event broadcaster of OCM's controllers (client-go's, which
 //! queues Events and writes them from one goroutine), a pass only queues its Events; one writer
-//! publishes them through kube's [`Recorder`] (which turns a repeated Event into a series),
-//! when no pass runs (see [`super::background`]). While an Event for the same object and reason
-//! waits, a newer one replaces it, so a placement scheduled ten times in a second is reported
+//! publishes them through [`Publisher`] (which drops a repeat) when no pass runs (see
+//! [`super::background`]). While an Event for the same object and reason waits, a newer one
+//! replaces it, so a placement scheduled ten times in a second is reported
 //! once with its latest scores. At most [`MAX_PENDING`] Events wait; more are dropped and
 //! counted, so a storm cannot grow memory without bound.
 
 use std::sync::atomic::Ordering;
 
+use flotilla_kube::events::{Event, Publisher};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, Recorder};
 
 use super::background::{Busy, Coalescing, MAX_DEFER};
 
@@ -40,11 +40,11 @@ pub(crate) fn publish(queue: &EventQueue, reference: ObjectReference, event: Eve
 }
 
 /// Writes queued Events one at a time until dropped.
-pub(crate) async fn write(queue: &EventQueue, busy: &Busy, recorder: Recorder) {
+pub(crate) async fn write(queue: &EventQueue, busy: &Busy, publisher: Publisher) {
     loop {
         let (_, (reference, event)) = queue.next(busy, MAX_DEFER).await;
         // Failing to record an Event must not fail or repeat anything else.
-        if let Err(error) = recorder.publish(&event, &reference).await {
+        if let Err(error) = publisher.publish(&event, &reference).await {
             tracing::debug!(%error, "cannot record placement event");
         }
         let dropped = queue.dropped.swap(0, Ordering::Relaxed);
@@ -56,7 +56,7 @@ pub(crate) async fn write(queue: &EventQueue, busy: &Busy, recorder: Recorder) {
 
 #[cfg(test)]
 mod tests {
-    use kube::runtime::events::EventType;
+    use flotilla_kube::events::EventType;
 
     use super::*;
 

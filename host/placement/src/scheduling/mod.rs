@@ -57,7 +57,6 @@ use kube::{
     runtime::{
         Controller, PredicateConfig, WatchStreamExt,
         controller::Config,
-        events::{Recorder, Reporter},
         reflector::{self, ObjectRef, Store},
         watcher,
     },
@@ -67,6 +66,7 @@ use serde::de::DeserializeOwned;
 use crate::PlacementOptions;
 use background::Busy;
 use events::EventQueue;
+use flotilla_kube::events::{Publisher, Reporter};
 use status::StatusQueue;
 
 /// Scheduling passes run by this process (all placements), for benchmarks and diagnostics.
@@ -465,7 +465,7 @@ pub(crate) async fn run(client: Client, options: PlacementOptions) {
             .debounce(options.debounce)
             .concurrency(options.concurrency),
     );
-    let recorder = Recorder::new(
+    let publisher = Publisher::new(
         client.clone(),
         Reporter {
             controller: "flotilla-placement".into(),
@@ -573,6 +573,6 @@ pub(crate) async fn run(client: Client, options: PlacementOptions) {
     tokio::select! {
         () = flotilla_kube::controller::run("placement", controller, reconcile::reconcile, context) => {}
         _ = status_writers => {}
-        () = events::write(&writers.events, &writers.busy, recorder) => {}
+        () = events::write(&writers.events, &writers.busy, publisher) => {}
     }
 }
