@@ -298,12 +298,17 @@ async fn wait_forced(admin: &Client, name: &str, objects: &[&str], why: &str) {
 
 /// The notes of the CleanupForced Events on cluster `name` and on the objects in its namespace.
 async fn forced_notes(admin: &Client, name: &str) -> Vec<String> {
+    events_with_reason(admin, name, "CleanupForced").await
+}
+
+/// The notes of the Events with `reason` on cluster `name` and on the objects in its namespace.
+async fn events_with_reason(admin: &Client, name: &str, reason: &str) -> Vec<String> {
     let events: Api<Event> = Api::all(admin.clone());
     let list = events.list(&ListParams::default()).await.unwrap();
     list.items
         .into_iter()
         .filter(|e| {
-            e.reason.as_deref() == Some("CleanupForced")
+            e.reason.as_deref() == Some(reason)
                 && e.regarding
                     .as_ref()
                     .is_some_and(|r| r.name.as_deref() == Some(name) || r.namespace.as_deref() == Some(name))
@@ -410,6 +415,17 @@ async fn a_live_agent_is_waited_for_until_the_admin_forces_the_clean_up() {
         [MANIFEST_WORK_FINALIZER]
     );
     assert!(forced_notes(&admin, name).await.is_empty());
+    // Waiting past its patience, the clean-up says it is stalled and names the way forward.
+    let message = deleting_message(&admin, name).await;
+    assert!(
+        message.contains("waiting since") && message.contains(FORCE_CLEANUP_ANNOTATION),
+        "{message}"
+    );
+    let stalled = events_with_reason(&admin, name, "CleanupStalled").await;
+    assert!(
+        stalled.iter().any(|n| n.contains(FORCE_CLEANUP_ANNOTATION)),
+        "{stalled:?}"
+    );
 
     clusters
         .patch(

@@ -56,6 +56,10 @@ pub struct HubOptions {
     /// clean-up stops waiting for the agent's finalizers (a Flotilla extension; OCM waits
     /// forever). The OCM cluster-deletion proposal's 10 minutes.
     pub force_cleanup_after: Duration,
+    /// How long a deleted cluster's clean-up waits on the finalizers of an agent that still
+    /// reports before its Deleting condition and an Event say it is stalled and name the way
+    /// forward ([`flotilla_core::registration::hub::cleanup::stalled`]).
+    pub cleanup_stalled_after: Duration,
 }
 
 impl Default for HubOptions {
@@ -65,6 +69,7 @@ impl Default for HubOptions {
             cleanup_requeue: Duration::from_secs(5),
             hub_sets_interval: Duration::from_secs(10),
             force_cleanup_after: Duration::from_secs(600),
+            cleanup_stalled_after: Duration::from_secs(600),
         }
     }
 }
@@ -132,6 +137,9 @@ pub(super) struct Context {
     pub(super) options: HubOptions,
     /// Events on the objects acted on.
     pub(super) events: flotilla_kube::events::Events,
+    /// Since when this controller has read its apiserver without a break (the lease
+    /// controller's; see [`flotilla_core::registration::hub::lease::Sight`]).
+    pub(super) sight: std::sync::Mutex<flotilla_core::registration::hub::lease::Sight>,
 }
 
 impl Context {
@@ -141,6 +149,9 @@ impl Context {
             client,
             options,
             events,
+            sight: std::sync::Mutex::new(flotilla_core::registration::hub::lease::Sight::new(
+                k8s_openapi::jiff::Timestamp::now(),
+            )),
         }
     }
 }

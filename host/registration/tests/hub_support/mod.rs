@@ -36,6 +36,10 @@ pub const TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a deleted cluster's agent must be gone before the test hub stops waiting for it.
 pub const FORCE_CLEANUP_AFTER: Duration = Duration::from_secs(15);
 
+/// How long a deleted cluster's clean-up waits on a live agent before the test hub calls it
+/// stalled.
+pub const CLEANUP_STALLED_AFTER: Duration = Duration::from_secs(10);
+
 /// Short settings so tests see clean-up, resyncs and set upkeep quickly.
 pub fn test_options() -> HubOptions {
     HubOptions {
@@ -43,6 +47,7 @@ pub fn test_options() -> HubOptions {
         cleanup_requeue: Duration::from_secs(1),
         hub_sets_interval: Duration::from_secs(1),
         force_cleanup_after: FORCE_CLEANUP_AFTER,
+        cleanup_stalled_after: CLEANUP_STALLED_AFTER,
     }
 }
 

@@ -95,6 +95,24 @@ pub fn force_cleanup(
     (gone >= grace).then_some(Forced::AgentGone(since))
 }
 
+/// Why a deleted cluster's clean-up, still waiting on an agent that reports, has waited too
+/// long: a pre-delete hook that never completes, or an add-on whose plugin is quarantined, holds
+/// the deletion for as long as the agent lives. After `patience` since the deletion began, the
+/// Deleting condition and a Warning Event say so and name the way forward; nothing is released
+/// without the admin, since a live agent may still be cleaning up.
+pub fn stalled(deleting_since: Timestamp, now: Timestamp, patience: Duration) -> Option<String> {
+    let waited = now.duration_since(deleting_since);
+    let patience = SignedDuration::try_from(patience).unwrap_or(SignedDuration::MAX);
+    (waited >= patience).then(|| {
+        format!(
+            "waiting since {deleting_since} for the cluster's agent, which still reports, to release them (a \
+             pre-delete hook that does not complete, or an add-on whose plugin cannot run); annotate the \
+             cluster {FORCE_CLEANUP_ANNOTATION}=true to stop waiting (what the agent applied then stays on \
+             the managed cluster)"
+        )
+    })
+}
+
 /// The agent finalizers `finalizers` holds, which a forced clean-up takes off.
 pub fn agent_finalizers(finalizers: &[String]) -> Vec<&str> {
     finalizers
@@ -185,6 +203,17 @@ mod tests {
     use rstest::rstest;
 
     use super::*;
+
+    #[test]
+    fn a_clean_up_is_stalled_once_it_has_waited_its_patience() {
+        let start = Timestamp::from_second(1_000).unwrap();
+        let patience = Duration::from_secs(600);
+        let at = |s: i64| Timestamp::from_second(1_000 + s).unwrap();
+        assert_eq!(stalled(start, at(599), patience), None);
+        let message = stalled(start, at(600), patience).unwrap();
+        assert!(message.contains(FORCE_CLEANUP_ANNOTATION), "{message}");
+        assert!(stalled(start, at(5_000), patience).is_some());
+    }
 
     fn annotations(value: Option<&str>) -> Option<BTreeMap<String, String>> {
         value.map(|v| BTreeMap::from([(CLEANUP_PRIORITY_ANNOTATION.to_owned(), v.to_owned())]))

@@ -8,6 +8,12 @@
 //!  now < expiry: fresh, look again at expiry     now ≥ expiry: Available Unknown
 //! ```
 //!
+//! An agent cannot renew while the hub's apiserver is down, and the hub cannot judge while it
+//! cannot read. So the grace also runs from the moment the hub last began to see its apiserver
+//! ([`Sight`]: its start, or the answer to a read after failed or held-up ones): an outage of the hub
+//! side marks no cluster Unknown, which would taint every cluster out of its placements at once.
+//! OCM's hub judges by `renewTime` alone.
+//!
 //! While the cluster is Unknown, its add-ons cannot report either, so every
 //! ManagedClusterAddOn's `Available` becomes Unknown with the cluster's reason and message.
 //!
@@ -62,11 +68,15 @@ pub enum LeaseState {
     Expired,
 }
 
-/// Judges a lease last renewed at `renew_time` (`None`: never) at `now`.
-pub fn lease_state(renew_time: Option<Timestamp>, lease_duration_seconds: i32, now: Timestamp) -> LeaseState {
-    let Some(renewed) = renew_time else {
-        return LeaseState::Expired;
-    };
+/// Judges a lease last renewed at `renew_time` (`None`: never) at `now`, by a hub that has seen
+/// its apiserver without a break since `sighted` ([`Sight::read`]).
+pub fn lease_state(
+    renew_time: Option<Timestamp>,
+    lease_duration_seconds: i32,
+    sighted: Timestamp,
+    now: Timestamp,
+) -> LeaseState {
+    let renewed = renew_time.map_or(sighted, |renewed| renewed.max(sighted));
     let grace = SignedDuration::try_from(grace_period(lease_duration_seconds)).unwrap_or(SignedDuration::MAX);
     match renewed.checked_add(grace) {
         Ok(expires_at) if now < expires_at => LeaseState::Fresh { expires_at },
@@ -75,6 +85,44 @@ pub fn lease_state(renew_time: Option<Timestamp>, lease_duration_seconds: i32, n
             expires_at: Timestamp::MAX,
         },
         Ok(_) => LeaseState::Expired,
+    }
+}
+
+/// How long a read may take before it counts as the hub not seeing its apiserver.
+pub const HELD_UP_READ: Duration = Duration::from_secs(5);
+
+/// Since when the hub has seen its apiserver without a break, as its reads tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sight {
+    since: Timestamp,
+    lost: bool,
+}
+
+impl Sight {
+    /// A hub that starts seeing at `now` (its start).
+    pub fn new(now: Timestamp) -> Self {
+        Self {
+            since: now,
+            lost: false,
+        }
+    }
+
+    /// A read failed: the hub cannot see its apiserver.
+    pub fn lost(&mut self) {
+        self.lost = true;
+    }
+
+    /// A read started at `started` succeeded at `finished`; since when the hub has seen without
+    /// a break. A read held up longer than [`HELD_UP_READ`] (an apiserver waiting for its etcd
+    /// answers once etcd is back) counts as an outage that ended when it returned.
+    pub fn read(&mut self, started: Timestamp, finished: Timestamp) -> Timestamp {
+        let held_up = finished.duration_since(started)
+            > SignedDuration::try_from(HELD_UP_READ).unwrap_or(SignedDuration::MAX);
+        if self.lost || held_up {
+            self.lost = false;
+            self.since = finished;
+        }
+        self.since
     }
 }
 
@@ -194,13 +242,71 @@ mod tests {
 
     #[test]
     fn a_lease_is_fresh_until_the_grace_ends_and_expired_from_then_on() {
+        let sighted = at(0);
         assert_eq!(
-            lease_state(Some(at(100)), 2, at(109)),
+            lease_state(Some(at(100)), 2, sighted, at(109)),
             LeaseState::Fresh { expires_at: at(110) }
         );
-        assert_eq!(lease_state(Some(at(100)), 2, at(110)), LeaseState::Expired);
-        assert_eq!(lease_state(Some(at(100)), 2, at(500)), LeaseState::Expired);
-        assert_eq!(lease_state(None, 2, at(100)), LeaseState::Expired);
+        assert_eq!(
+            lease_state(Some(at(100)), 2, sighted, at(110)),
+            LeaseState::Expired
+        );
+        assert_eq!(
+            lease_state(Some(at(100)), 2, sighted, at(500)),
+            LeaseState::Expired
+        );
+        assert_eq!(lease_state(None, 2, sighted, at(100)), LeaseState::Expired);
+    }
+
+    /// A read held up by an apiserver waiting for its etcd (100..200) answers with the lease as
+    /// it was before: the grace runs from its return.
+    #[test]
+    fn a_read_held_up_through_an_etcd_outage_counts_as_an_outage() {
+        let mut sight = Sight::new(at(0));
+        assert_eq!(
+            sight.read(at(100), at(104)),
+            at(0),
+            "a slow read is not an outage"
+        );
+        let sighted = sight.read(at(100), at(200));
+        assert_eq!(sighted, at(200));
+        assert_eq!(
+            lease_state(Some(at(99)), 2, sighted, at(200)),
+            LeaseState::Fresh { expires_at: at(210) }
+        );
+    }
+
+    /// The agents could not renew through the hub's outage (100..200): their leases get a
+    /// grace from the end of it, and expire only if not renewed within it.
+    #[test]
+    fn after_the_hubs_own_outage_a_lease_gets_its_grace_from_the_end_of_it() {
+        let mut sight = Sight::new(at(0));
+        assert_eq!(sight.read(at(50), at(50)), at(0));
+        sight.lost();
+        sight.lost();
+        let sighted = sight.read(at(200), at(200));
+        assert_eq!(sighted, at(200));
+        assert_eq!(
+            sight.read(at(300), at(301)),
+            at(200),
+            "sight lasts until lost again"
+        );
+        assert_eq!(
+            lease_state(Some(at(99)), 2, sighted, at(201)),
+            LeaseState::Fresh { expires_at: at(210) }
+        );
+        assert_eq!(
+            lease_state(Some(at(99)), 2, sighted, at(210)),
+            LeaseState::Expired
+        );
+        assert_eq!(
+            lease_state(Some(at(205)), 2, sighted, at(210)),
+            LeaseState::Fresh { expires_at: at(215) }
+        );
+        assert_eq!(
+            lease_state(None, 2, sighted, at(201)),
+            LeaseState::Fresh { expires_at: at(210) }
+        );
     }
 
     #[test]

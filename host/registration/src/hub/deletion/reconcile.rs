@@ -9,6 +9,9 @@
 //!            agent gone for the grace, or flotilla.dev/force-cleanup=true?
 //!                       ─▶ also take the agent's finalizers off what is being deleted,
 //!                          Warning Event CleanupForced naming each object and why
+//!            else waiting longer than cleanup_stalled_after on a live agent?
+//!                       ─▶ the condition and a Warning Event CleanupStalled say so and
+//!                          name the annotation
 //!            clean ─▶ Deleting True NoResource ─▶ ClusterRole/Binding, RoleBindings deleted
 //!                     (never a hub-wide role, never in a namespace the hub did not make)
 //!                  ─▶ resource-cleanup and api-resource-cleanup removed
@@ -97,11 +100,29 @@ pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context
         Err(error) => return Err(report_failure(&api, &cluster, &current, error).await),
     };
     let condition = match progress {
-        Progress::Remaining(condition, released) => {
+        Progress::Remaining(mut condition, released) => {
+            let stalled = cluster
+                .metadata
+                .deletion_timestamp
+                .as_ref()
+                .filter(|_| forced.is_none())
+                .and_then(|since| {
+                    cleanup::stalled(
+                        since.0,
+                        k8s_openapi::jiff::Timestamp::now(),
+                        context.options.cleanup_stalled_after,
+                    )
+                });
+            if let Some(why) = stalled {
+                tracing::warn!(cluster = %name, %why, "cluster clean-up stalled");
+                condition.message = format!("{}; {why}", condition.message);
+                context
+                    .events
+                    .warning(cluster.as_ref(), "CleanupStalled", "Delete", why)
+                    .await;
+            }
             if let (Some(forced), true) = (&forced, released > 0) {
-                // The recorder folds Events of one object, reason and action into a series
-                // keeping the first note, so the cluster's note never changes and each
-                // released object has its own Event.
+                // Each released object has its own Event; the cluster's names the reason.
                 let why = forced.describe();
                 tracing::warn!(cluster = %name, released, %why, "forced clean-up");
                 let note = format!(

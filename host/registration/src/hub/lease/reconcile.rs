@@ -3,7 +3,8 @@
 //! ```text
 //!  never accepted (no HubAcceptedManagedCluster)? ─▶ nothing to judge
 //!  lease missing ─▶ deleting? Unknown now : wait (the accept controller creates it)
-//!  lease fresh   ─▶ look again at renewTime + 5 × leaseDurationSeconds
+//!  lease fresh   ─▶ look again at renewTime + 5 × leaseDurationSeconds (or that long after
+//!                    the hub last began to see its apiserver, if later: lease::Sight)
 //!  lease expired ─▶ Available Unknown ManagedClusterLeaseUpdateStopped (unless already Unknown)
 //!  lease written ─▶ ClockSynced: renewTime (agent's clock) vs. the write's time (hub's clock)
 //!  cluster Unknown ─▶ each ManagedClusterAddOn not Unknown: Available Unknown, cluster's reason
@@ -58,9 +59,24 @@ pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context
     let duration_seconds = cluster.spec.lease_duration_seconds;
     let grace = lease::grace_period(duration_seconds);
     let leases: Api<Lease> = Api::namespaced(context.client.clone(), &name);
+    let started = Timestamp::now();
+    let read = write::get_opt(&leases, names::CLUSTER_LEASE).await;
+    // Judged as of the read's answer, which may have waited out an outage.
     let now = Timestamp::now();
     let mut clock = None;
-    let (expired, action) = match write::get_opt(&leases, names::CLUSTER_LEASE).await? {
+    let sighted = {
+        let mut sight = context
+            .sight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if read.is_ok() {
+            sight.read(started, now)
+        } else {
+            sight.lost();
+            now
+        }
+    };
+    let (expired, action) = match read? {
         None if cluster.metadata.deletion_timestamp.is_some() => (true, Action::requeue(grace)),
         None => return Ok(Action::requeue(context.options.resync.min(grace))),
         Some(found) => {
@@ -84,7 +100,7 @@ pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context
                     duration_seconds,
                 ));
             }
-            match lease::lease_state(renewed, duration_seconds, now) {
+            match lease::lease_state(renewed, duration_seconds, sighted, now) {
                 LeaseState::Fresh { expires_at } => (
                     false,
                     Action::requeue(lease::until(expires_at, now) + EXPIRY_SLACK),
