@@ -205,24 +205,58 @@ async fn run_controllers(managed: Client, options: AgentOptions, connection: hub
         options,
     });
     let applied_context = context.clone();
-    tokio::join!(
-        flotilla_kube::controller::run(
-            "work-agent-manifestwork",
-            works_controller,
-            manifestwork::reconcile,
-            context
-        ),
-        async move {
-            // Eviction decides from the hub's list: start only once it has been read.
-            if applied_context.works.wait_until_ready().await.is_ok() {
-                flotilla_kube::controller::run(
-                    "work-agent-appliedmanifestwork",
-                    applied_controller,
-                    appliedmanifestwork::reconcile,
-                    applied_context,
-                )
-                .await;
+    let restored_context = context.clone();
+    let controllers = async move {
+        tokio::join!(
+            flotilla_kube::controller::run(
+                "work-agent-manifestwork",
+                works_controller,
+                manifestwork::reconcile,
+                context
+            ),
+            async move {
+                // Eviction decides from the hub's list: start only once it has been read.
+                if applied_context.works.wait_until_ready().await.is_ok() {
+                    flotilla_kube::controller::run(
+                        "work-agent-appliedmanifestwork",
+                        applied_controller,
+                        appliedmanifestwork::reconcile,
+                        applied_context,
+                    )
+                    .await;
+                }
             }
+        );
+    };
+    tokio::select! {
+        _ = controllers => {}
+        () = hub_went_back(&restored_context) => {
+            tracing::warn!(
+                "the hub's state is older than works this agent has seen (restored from a backup?); \
+                 restarting the work agent's controllers to read it afresh"
+            );
         }
-    );
+    }
+}
+
+/// Returns once the hub's works list is older than works already in the store, checked every
+/// resync interval: the watch would wait forever for a resourceVersion the restored hub has
+/// not reached, with the store showing works the hub no longer has.
+async fn hub_went_back(ctx: &Context) {
+    let works: Api<ManifestWork> = Api::namespaced(ctx.hub.clone(), &ctx.cluster);
+    loop {
+        tokio::time::sleep(ctx.options.resync_interval).await;
+        let Ok(list) = works
+            .list_metadata(&kube::api::ListParams::default().limit(1))
+            .await
+        else {
+            continue;
+        };
+        let current = list.metadata.resource_version.unwrap_or_default();
+        let seen = ctx.works.state();
+        let versions = seen.iter().filter_map(|w| w.metadata.resource_version.as_deref());
+        if flotilla_core::work::agent::eviction::hub_went_back(versions, &current) {
+            return;
+        }
+    }
 }

@@ -11,6 +11,7 @@
 //! ```
 
 pub mod conditions;
+pub mod eviction;
 pub mod feedback;
 pub mod ignore;
 pub mod names;

@@ -1,5 +1,6 @@
 //! One reconcile of an AppliedManifestWork: finalize when deleting, else eviction
-//! bookkeeping for records of this hub.
+//! bookkeeping for records of this hub, held while the hub looks restored from a backup
+//! ([`flotilla_core::work::agent::eviction`]).
 
 use std::{sync::Arc, time::Duration};
 
@@ -7,11 +8,12 @@ use flotilla_api::work::{
     consts::APPLIED_MANIFEST_WORK_FINALIZER,
     v1::{AppliedManifestWork, AppliedManifestWorkStatus, ManifestWork},
 };
+use flotilla_core::work::agent::eviction::{self, EVICTION_HELD_ANNOTATION, HUB_RESOURCE_VERSION_ANNOTATION};
 use flotilla_core::work::agent::names::work_name_of;
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{
     Api, Resource, ResourceExt,
-    api::DeleteParams,
+    api::{DeleteParams, ListParams, Patch, PatchParams},
     runtime::{controller::Action, reflector::ObjectRef},
 };
 
@@ -22,6 +24,9 @@ use crate::agent::{Context, Error, Result, cleanup::cleanup_resources};
 const REASON_EVICTION_STARTED: &str = "AppliedManifestWorkEvictionStarted";
 /// Reason of the Event on an AppliedManifestWork deleted once the grace period ran out.
 const REASON_EVICTED: &str = "AppliedManifestWorkEvicted";
+/// Reason of the Event on an AppliedManifestWork whose eviction is held
+/// ([`flotilla_core::work::agent::eviction`]).
+const REASON_EVICTION_HELD: &str = "AppliedManifestWorkEvictionHeld";
 
 /// Reconciles `applied`.
 pub(crate) async fn reconcile(applied: Arc<AppliedManifestWork>, ctx: Arc<Context>) -> Result<Action> {
@@ -59,6 +64,36 @@ pub(crate) async fn reconcile(applied: Arc<AppliedManifestWork>, ctx: Arc<Contex
     }
     let key = ObjectRef::<ManifestWork>::new(work_name).within(&ctx.cluster);
     let present = ctx.works.get(&key).is_some();
+    let held = applied.annotations().contains_key(EVICTION_HELD_ANNOTATION);
+    if present && held {
+        annotate_held(&api, &name, None).await?;
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    // Held until the work returns (looked for every resync) or the record is deleted.
+    let held_requeue = ctx.options.resync_interval.min(Duration::from_secs(60));
+    if !present && held {
+        return Ok(Action::requeue(held_requeue));
+    }
+    if !present && status.eviction_start_time.is_none() {
+        let current = hub_resource_version(&ctx).await?;
+        let recorded = applied.annotations().get(HUB_RESOURCE_VERSION_ANNOTATION);
+        if let Some(why) = eviction::hold(recorded.map(String::as_str), &current) {
+            tracing::warn!(applied = %name, %why, "eviction held");
+            annotate_held(&api, &name, Some(&why)).await?;
+            ctx.managed_events
+                .warning(
+                    applied.as_ref(),
+                    REASON_EVICTION_HELD,
+                    "Evict",
+                    format!(
+                        "ManifestWork {work_name} is gone from the hub, but {why}; its resources are kept: \
+                         create the work on the hub again, or delete this AppliedManifestWork to remove them"
+                    ),
+                )
+                .await;
+            return Ok(Action::requeue(held_requeue));
+        }
+    }
     let grace = ctx.options.eviction_grace_period;
     let now = Timestamp::now();
     let (desired_start, action) = match (&status.eviction_start_time, present) {
@@ -114,4 +149,23 @@ pub(crate) async fn reconcile(applied: Arc<AppliedManifestWork>, ctx: Arc<Contex
             .await;
     }
     Ok(action)
+}
+
+/// The hub's current resourceVersion for the cluster's works (a list of at most one).
+async fn hub_resource_version(ctx: &Context) -> Result<String> {
+    let works: Api<ManifestWork> = Api::namespaced(ctx.hub.clone(), &ctx.cluster);
+    let list = works
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+        .map_err(Error::kube(format!("list ManifestWorks in {}", ctx.cluster)))?;
+    Ok(list.metadata.resource_version.unwrap_or_default())
+}
+
+/// Sets (with why) or removes the held annotation of record `name`.
+async fn annotate_held(api: &Api<AppliedManifestWork>, name: &str, why: Option<&str>) -> Result<()> {
+    let patch = serde_json::json!({"metadata": {"annotations": {EVICTION_HELD_ANNOTATION: why}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(Error::kube(format!("annotate AppliedManifestWork {name}")))?;
+    Ok(())
 }

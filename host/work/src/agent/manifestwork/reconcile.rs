@@ -418,6 +418,13 @@ async fn ensure_applied(
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             labels: work.metadata.labels.clone(),
+            // What a later eviction compares with the hub's state (a restored hub is older).
+            annotations: work.metadata.resource_version.clone().map(|version| {
+                BTreeMap::from([(
+                    flotilla_core::work::agent::eviction::HUB_RESOURCE_VERSION_ANNOTATION.to_owned(),
+                    version,
+                )])
+            }),
             finalizers: Some(vec![APPLIED_MANIFEST_WORK_FINALIZER.to_owned()]),
             ..ObjectMeta::default()
         },
