@@ -259,6 +259,20 @@ mod tests {
         assert_eq!(format(nanos, format_), text);
     }
 
+    /// Found by the `quantity` fuzz target: a binary amount that is not a whole number of its
+    /// unit is written without a suffix, which reads back as decimal and is then written with a
+    /// decimal suffix, as Go's `Quantity.String()` does ("62.5Ki" → "64000" → "64k"): the
+    /// amount is kept; the text settles from the second writing on.
+    #[test]
+    fn a_fractional_binary_amount_is_written_as_go_writes_it() {
+        let (nanos, format_) = parse("62.5Ki").unwrap();
+        assert_eq!(format(nanos, format_), "64000");
+        let (again, again_format) = parse("64000").unwrap();
+        assert_eq!((again, again_format), (nanos, Format::DecimalSi));
+        assert_eq!(format(again, again_format), "64k");
+        assert_eq!(parse("64k").map(|(n, f)| format(n, f)), Ok("64k".to_owned()));
+    }
+
     /// Issue 25 (found by the `quantity` fuzz target): 30 digits with a fraction read, but their
     /// canonical form has 31 and was refused as too large.
     #[test]
