@@ -4,8 +4,10 @@
 //! installed through a Placements install strategy with an AddOnDeploymentConfig and rollout
 //! strategy Progressive (`maxConcurrency` 2, `maxFailures` 0).
 //!
-//! A config change is released batch by batch: watches on the ManagedClusterAddOns and on their
-//! ManifestWorks see every change the API server makes and never more than `maxConcurrency`
+//! A config change is released batch by batch, with `flotilla hub` killed (SIGKILL) and started
+//! again once the first add-on has it: watches on the ManagedClusterAddOns and on their
+//! ManifestWorks, running across the restart, see every change the API server makes and never
+//! more than `maxConcurrency`
 //! clusters in flight (released and not yet applied; works not yet applied by the klusterlet), and
 //! every cluster ends with the new value in the agent Deployment its klusterlet applied. Then
 //! the klusterlets of cluster1 and cluster2 are stopped: their works never apply within
@@ -63,7 +65,7 @@ const MAX_CONCURRENCY: usize = 2;
 /// The hub, four managed clusters with their klusterlets, and the registry. Fields drop in
 /// order: the processes stop before their control planes do.
 struct Fleet {
-    _hub_process: Running,
+    hub_process: Running,
     _klusterlets: Klusterlets,
     hub: ControlPlane,
     managed: Vec<ControlPlane>,
@@ -119,7 +121,7 @@ impl Fleet {
             ],
         ));
         Self {
-            _hub_process: hub_process,
+            hub_process,
             _klusterlets: klusterlets,
             hub,
             managed,
@@ -130,6 +132,22 @@ impl Fleet {
 
     fn state(&self) -> &Path {
         self.state.path()
+    }
+
+    /// Kills `flotilla hub` (SIGKILL: no shutdown, whatever it was writing cut off) and starts
+    /// it again as before, logging to `hub-restarted.log`.
+    fn kill_and_restart_hub(&mut self) {
+        self.hub_process.0.kill().unwrap();
+        self.hub_process.0.wait().unwrap();
+        let state = self.state().to_owned();
+        self.hub_process = start_hub(
+            &state.join("hub-sa.kubeconfig"),
+            &state.join("hub-restarted.log"),
+            &[
+                "--plugin-cache-dir",
+                state.join("plugin-artifacts").to_str().unwrap(),
+            ],
+        );
     }
 
     fn admin(&self) -> &Path {
@@ -145,7 +163,7 @@ impl Fleet {
         };
         format!(
             "hub log:\n{}\n{cluster} klusterlet log:\n{}",
-            tail(&self.state().join("hub.log")),
+            tail(&self.state().join("hub.log")) + &tail(&self.state().join("hub-restarted.log")),
             tail(
                 &self
                     .state()
@@ -335,8 +353,9 @@ fn watch_works_in_flight(hub: Client) -> Arc<AtomicUsize> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_progressive_config_rollout_through_real_klusterlets_keeps_to_max_concurrency_and_stops_at_max_failures()
  {
-    let fleet = Fleet::start().await;
-    let (state, admin) = (fleet.state(), fleet.admin());
+    let mut fleet = Fleet::start().await;
+    let (state, admin) = (fleet.state().to_owned(), fleet.admin().to_owned());
+    let (state, admin) = (state.as_path(), admin.as_path());
     let hub = fleet.hub.admin_client().await.unwrap();
     let mut clients = Vec::new();
     for cp in &fleet.managed {
@@ -429,10 +448,19 @@ async fn a_progressive_config_rollout_through_real_klusterlets_keeps_to_max_conc
     let first_hash = desired_hash(&first).unwrap();
     await_log_level_everywhere(&fleet, &clients, "1").await;
 
-    // A config change, watched while it rolls out.
+    // A config change, watched while it rolls out. Once the first add-on is released it, the
+    // hub is killed (SIGKILL) and started again: the rollout goes on from where it stood, and
+    // the watches, which run across the restart, never see more than maxConcurrency in flight.
     let most = watch_in_flight(hub.clone());
     let most_works = watch_works_in_flight(hub.clone());
     set_log_level(&hub, "2").await;
+    wait::until("the change released to a first add-on", TIMEOUT, || async {
+        Ok::<_, String>((most.load(Ordering::SeqCst) > 0).then_some(()))
+    })
+    .await
+    .unwrap();
+    fleet.kill_and_restart_hub();
+    let restarted = std::time::Instant::now();
     let second = await_progression(&fleet, &hub, "config change completed", |p| {
         desired_hash(p).is_some_and(|h| h != first_hash) && completed(p)
     })
@@ -445,9 +473,16 @@ async fn a_progressive_config_rollout_through_real_klusterlets_keeps_to_max_conc
     );
     await_log_level_everywhere(&fleet, &clients, "2").await;
     let (most, most_works) = (most.load(Ordering::SeqCst), most_works.load(Ordering::SeqCst));
-    println!("most add-ons in flight at once: {most}; most works not yet applied at once: {most_works}");
+    println!(
+        "rolled out {:?} after the hub's restart; most add-ons in flight at once: {most}; most works not \
+         yet applied at once: {most_works}",
+        restarted.elapsed()
+    );
     let releases = || {
-        let log = std::fs::read_to_string(fleet.state().join("hub.log")).unwrap_or_default();
+        let log = ["hub.log", "hub-restarted.log"]
+            .iter()
+            .map(|f| std::fs::read_to_string(fleet.state().join(f)).unwrap_or_default())
+            .collect::<String>();
         let lines: Vec<&str> = log.lines().filter(|l| l.contains("released")).collect();
         lines.join("\n")
     };

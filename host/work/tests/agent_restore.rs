@@ -1,11 +1,15 @@
-//! The hub restored from a backup under a running agent: its etcd data directory is copied
-//! while the hub is stopped, a work is created and applied after that, and the copy is put back
-//! (etcd and the apiserver restarted on it), as an admin restoring a backup does. The agent
-//! notices the hub went back (its watch would wait for a resourceVersion the hub has not
-//! reached) and reads it afresh. The work made after the backup is gone from the hub, but the
-//! agent holds its record's eviction — the hub's
-//! state is older than the record — instead of deleting what it applied once the grace runs
-//! out; when the work is created again, the record is released and nothing was re-created.
+//! The hub changes under a running agent.
+//!
+//! Restored from a backup: its etcd data directory is copied while the hub is stopped, a work
+//! is created and applied after that, and the copy is put back (etcd and the apiserver
+//! restarted on it), as an admin restoring a backup does. The agent notices the hub went back
+//! (its watch would wait for a resourceVersion the hub has not reached) and reads it afresh.
+//! The work made after the backup is gone from the hub, but the agent holds its record's
+//! eviction — the hub's state is older than the record — instead of deleting what it applied
+//! once the grace runs out; when the work is created again, the record is released and nothing
+//! was re-created.
+//!
+//! Reached under another URL: the records made under the old one are superseded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
@@ -134,4 +138,65 @@ async fn a_work_lost_to_a_hub_restored_from_a_backup_is_held_not_evicted() {
     .await;
     assert_eq!(cms.get("after").await.unwrap().uid(), applied.uid());
     assert!(cms.get_opt("before").await.unwrap().is_some());
+}
+
+/// The same hub reached under another URL (the agent's hub kubeconfig rewritten from
+/// `127.0.0.1` to `localhost`): the agent records its works under the new hub hash, and the
+/// records made under the old one are removed with an Event rather than left behind, while the
+/// objects both recorded keep their uid and end owned by the new record alone.
+#[tokio::test]
+async fn records_made_under_a_former_url_of_the_hub_are_superseded_not_left_behind() {
+    use k8s_openapi::api::core::v1::Secret;
+    let (hub, _) = planes().await;
+    let cluster = "cluster-new-url";
+    let options = options(cluster);
+    let agent = start_agent_with(cluster, options.clone()).await;
+    let ns = "work-new-url";
+    namespace(&agent.managed, ns).await;
+    agent.create(&work("moved", vec![config_map(ns, "moved")])).await;
+    agent.wait_condition("moved", "Applied", "True").await;
+    let cms: Api<ConfigMap> = Api::namespaced(agent.managed.clone(), ns);
+    let object = cms.get("moved").await.unwrap();
+    let old = applied_manifest_work_name(&hub_hash(hub.server()), "moved");
+
+    let new_server = hub.server().replace("127.0.0.1", "localhost");
+    assert_ne!(new_server, hub.server());
+    let secrets: Api<Secret> = Api::namespaced(agent.managed.clone(), &options.agent_namespace);
+    let mut secret = secrets.get(&options.hub_kubeconfig_secret).await.unwrap();
+    let data = secret.data.as_mut().unwrap();
+    let kubeconfig = data
+        .get_mut(flotilla_registration::names::KUBECONFIG_KEY)
+        .unwrap();
+    kubeconfig.0 = String::from_utf8(kubeconfig.0.clone())
+        .unwrap()
+        .replace(hub.server(), &new_server)
+        .into_bytes();
+    secrets
+        .replace(&options.hub_kubeconfig_secret, &Default::default(), &secret)
+        .await
+        .unwrap();
+
+    let new = applied_manifest_work_name(&hub_hash(&new_server), "moved");
+    let records: Api<AppliedManifestWork> = Api::all(agent.managed.clone());
+    let record = wait_object(&records, &new, "record under the new URL", |r| r.is_some())
+        .await
+        .unwrap();
+    wait_object(&records, &old, "record under the old URL removed", |r| {
+        r.is_none()
+    })
+    .await;
+    let event = events::wait_for(
+        &agent.managed,
+        "AppliedManifestWork",
+        &old,
+        "AppliedManifestWorkSuperseded",
+        TIMEOUT,
+    )
+    .await
+    .unwrap();
+    assert!(event.note.unwrap_or_default().contains(&new));
+    let after = cms.get("moved").await.unwrap();
+    assert_eq!(after.uid(), object.uid(), "the object was kept");
+    let owners: Vec<String> = after.owner_references().iter().map(|o| o.uid.clone()).collect();
+    assert_eq!(owners, [record.uid().unwrap()], "owned by the new record alone");
 }

@@ -20,6 +20,12 @@
 /// the record (a Flotilla extension).
 pub const HUB_RESOURCE_VERSION_ANNOTATION: &str = "flotilla.dev/hub-resource-version";
 
+/// On an AppliedManifestWork: the uid of its ManifestWork on the hub (a Flotilla extension).
+/// Records are named by the hash of the hub's URL; when the same hub is reached under another
+/// URL, a record of the old name whose work uid the agent sees on the hub is the same work's,
+/// superseded by the record under the new name rather than another hub's.
+pub const MANIFEST_WORK_UID_ANNOTATION: &str = "flotilla.dev/manifestwork-uid";
+
 /// On an AppliedManifestWork: set by the agent when it holds the record's eviction, with why
 /// (a Flotilla extension).
 pub const EVICTION_HELD_ANNOTATION: &str = "flotilla.dev/eviction-held";

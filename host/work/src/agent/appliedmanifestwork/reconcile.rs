@@ -1,6 +1,7 @@
 //! One reconcile of an AppliedManifestWork: finalize when deleting, else eviction
 //! bookkeeping for records of this hub, held while the hub looks restored from a backup
-//! ([`flotilla_core::work::agent::eviction`]).
+//! ([`flotilla_core::work::agent::eviction`]); records of this hub made under a URL it is no
+//! longer reached at are removed once the record under the current one exists.
 
 use std::{sync::Arc, time::Duration};
 
@@ -8,8 +9,10 @@ use flotilla_api::work::{
     consts::APPLIED_MANIFEST_WORK_FINALIZER,
     v1::{AppliedManifestWork, AppliedManifestWorkStatus, ManifestWork},
 };
-use flotilla_core::work::agent::eviction::{self, EVICTION_HELD_ANNOTATION, HUB_RESOURCE_VERSION_ANNOTATION};
-use flotilla_core::work::agent::names::work_name_of;
+use flotilla_core::work::agent::eviction::{
+    self, EVICTION_HELD_ANNOTATION, HUB_RESOURCE_VERSION_ANNOTATION, MANIFEST_WORK_UID_ANNOTATION,
+};
+use flotilla_core::work::agent::names::{applied_manifest_work_name, work_name_of};
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{
     Api, Resource, ResourceExt,
@@ -28,16 +31,48 @@ const REASON_EVICTED: &str = "AppliedManifestWorkEvicted";
 /// ([`flotilla_core::work::agent::eviction`]).
 const REASON_EVICTION_HELD: &str = "AppliedManifestWorkEvictionHeld";
 
+/// Reason of the Event on an AppliedManifestWork of this hub made under another URL, removed
+/// once the record under the current one exists.
+const REASON_SUPERSEDED: &str = "AppliedManifestWorkSuperseded";
+
+/// What supersedes a record of another hub hash.
+enum Supersession {
+    /// The record of the same work under this hub hash (its name), and the work's name.
+    By(String, String),
+    /// The work is this hub's, but its record under this hub hash is not made yet.
+    Pending,
+}
+
+/// Whether `applied`, made under another hub hash by this agent's records, records a work this
+/// agent sees on its hub (by the work's uid): the same hub reached under another URL.
+fn superseded_by(ctx: &Context, applied: &AppliedManifestWork) -> Option<Supersession> {
+    if applied.spec.hub_hash == ctx.hub_hash {
+        return None;
+    }
+    let uid = applied.annotations().get(MANIFEST_WORK_UID_ANNOTATION)?;
+    let work = ctx
+        .works
+        .state()
+        .into_iter()
+        .find(|w| w.metadata.uid.as_ref() == Some(uid))?;
+    let record = applied_manifest_work_name(&ctx.hub_hash, &work.name_any());
+    if ctx.applied.get(&ObjectRef::new(&record)).is_some() {
+        Some(Supersession::By(record, work.name_any()))
+    } else {
+        Some(Supersession::Pending)
+    }
+}
+
 /// Reconciles `applied`.
 pub(crate) async fn reconcile(applied: Arc<AppliedManifestWork>, ctx: Arc<Context>) -> Result<Action> {
     let api: Api<AppliedManifestWork> = Api::all(ctx.managed.clone());
     let name = applied.name_any();
     let status = applied.status.clone().unwrap_or_default();
 
+    let superseded = superseded_by(&ctx, &applied);
     if applied.meta().deletion_timestamp.is_some() {
-        if applied.spec.hub_hash != ctx.hub_hash
-            || !flotilla_kube::finalizer::has(applied.as_ref(), APPLIED_MANIFEST_WORK_FINALIZER)
-        {
+        let ours = applied.spec.hub_hash == ctx.hub_hash || superseded.is_some();
+        if !ours || !flotilla_kube::finalizer::has(applied.as_ref(), APPLIED_MANIFEST_WORK_FINALIZER) {
             return Ok(Action::await_change());
         }
         let uid = applied.uid().unwrap_or_default();
@@ -55,9 +90,34 @@ pub(crate) async fn reconcile(applied: Arc<AppliedManifestWork>, ctx: Arc<Contex
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
 
-    // Records of another hub (or another agent) are not ours to evict.
+    // Records of another hub (or another agent) are not ours to evict; a record of this hub
+    // under a URL it is no longer reached at is superseded by the record under the new one.
     let Some(work_name) = work_name_of(&ctx.hub_hash, &name) else {
-        return Ok(Action::await_change());
+        return match superseded {
+            Some(Supersession::By(record, work)) => {
+                tracing::info!(applied = %name, by = %record, "record superseded: the hub is reached under another URL");
+                api.delete(&name, &DeleteParams::default())
+                    .await
+                    .map_err(Error::kube(format!(
+                        "delete superseded AppliedManifestWork {name}"
+                    )))?;
+                ctx.managed_events
+                    .normal(
+                        applied.as_ref(),
+                        REASON_SUPERSEDED,
+                        "Supersede",
+                        format!(
+                            "the hub of ManifestWork {work} is now reached under another URL; AppliedManifestWork \
+                             {record} records it from now on, and this record is removed (what both record is kept)"
+                        ),
+                    )
+                    .await;
+                Ok(Action::await_change())
+            }
+            // The work is this hub's, but its record under the new URL is not made yet.
+            Some(Supersession::Pending) => Ok(Action::requeue(Duration::from_secs(2))),
+            None => Ok(Action::await_change()),
+        };
     };
     if applied.spec.agent_id != ctx.agent_id {
         return Ok(Action::await_change());

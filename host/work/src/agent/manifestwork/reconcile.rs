@@ -38,7 +38,7 @@ use flotilla_core::{
             ApplyOutcome, Availability, deleting, feedback_synced, from_rule, manifest_applied,
             manifest_available, merge, work_conditions,
         },
-        feedback, names,
+        eviction, feedback, names,
         order::apply_waves,
         ownership::{
             owned_by_work, owner_reference, releases_pre_existing, required_owner, sort_applied, untracked,
@@ -418,13 +418,20 @@ async fn ensure_applied(
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             labels: work.metadata.labels.clone(),
-            // What a later eviction compares with the hub's state (a restored hub is older).
-            annotations: work.metadata.resource_version.clone().map(|version| {
-                BTreeMap::from([(
-                    flotilla_core::work::agent::eviction::HUB_RESOURCE_VERSION_ANNOTATION.to_owned(),
-                    version,
-                )])
-            }),
+            // What a later eviction compares with the hub's state (a restored hub is older),
+            // and which work this is should the hub be reached under another URL.
+            annotations: Some(
+                [
+                    (
+                        eviction::HUB_RESOURCE_VERSION_ANNOTATION,
+                        &work.metadata.resource_version,
+                    ),
+                    (eviction::MANIFEST_WORK_UID_ANNOTATION, &work.metadata.uid),
+                ]
+                .into_iter()
+                .filter_map(|(key, value)| Some((key.to_owned(), value.clone()?)))
+                .collect(),
+            ),
             finalizers: Some(vec![APPLIED_MANIFEST_WORK_FINALIZER.to_owned()]),
             ..ObjectMeta::default()
         },
