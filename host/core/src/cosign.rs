@@ -119,7 +119,10 @@ pub fn verify(
     let signature = Signature::from_der(&der).map_err(|e| CosignError::Encoding(e.to_string()))?;
     key.verify(payload, &signature)
         .map_err(|_| CosignError::Mismatch)?;
-    let parsed: Payload = serde_json::from_slice(payload).map_err(|e| CosignError::Payload(e.to_string()))?;
+    // Whole UTF-8 first: serde_json checks the bytes of the fields it reads, not of those it
+    // skips, and a payload is read whole or refused.
+    let text = std::str::from_utf8(payload).map_err(|e| CosignError::Payload(e.to_string()))?;
+    let parsed: Payload = serde_json::from_str(text).map_err(|e| CosignError::Payload(e.to_string()))?;
     if parsed.critical.type_ != PAYLOAD_TYPE {
         return Err(CosignError::Payload(format!(
             "type is {:?}",
@@ -162,6 +165,21 @@ mod tests {
         let payload = payload("127.0.0.1:5000/plugins/hello", DIGEST);
         let signature = sign(&private, &payload).unwrap();
         assert_eq!(verify(&public, &payload, &signature, DIGEST), Ok(()));
+    }
+
+    /// Found by the `cosign_signature` fuzz target: a signed payload with bytes that are not
+    /// UTF-8 in a field the reader skips was accepted.
+    #[test]
+    fn a_signed_payload_that_is_not_utf8_is_refused() {
+        let (private, public) = key_pair(7);
+        let mut signed = payload("r/p", DIGEST);
+        let at = signed.windows(3).position(|w| w == b"r/p").unwrap();
+        signed[at + 1] = 0xa2;
+        let signature = sign(&private, &signed).unwrap();
+        assert!(matches!(
+            verify(&public, &signed, &signature, DIGEST),
+            Err(CosignError::Payload(_))
+        ));
     }
 
     #[test]
