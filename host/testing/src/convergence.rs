@@ -281,6 +281,10 @@ fn scrub(value: &mut Value) {
                         | "groups"
                         | "hubHash"
                         | "agentID"
+                        // A record's work uid and hub resourceVersion (AppliedManifestWork
+                        // annotations) differ between two hubs.
+                        | "flotilla.dev/manifestwork-uid"
+                        | "flotilla.dev/hub-resource-version"
                 ) {
                     *inner = Value::String("<credential>".into());
                 } else {
@@ -457,6 +461,18 @@ mod tests {
     fn two_runs_differing_only_in_run_specific_values_compare_equal() {
         let one = snapshot(&[("ManifestWork", work("1", 6443, json!([1])))]);
         let two = snapshot(&[("ManifestWork", work("77", 7443, json!([1])))]);
+        assert_eq!(diff(&one, &two), Diff::default());
+    }
+
+    #[test]
+    fn records_of_two_hubs_differing_in_work_uid_and_hub_version_compare_equal() {
+        let record = |uid: &str, version: &str| {
+            json!({"metadata": {"name": "h-w", "annotations": {
+                "flotilla.dev/manifestwork-uid": uid, "flotilla.dev/hub-resource-version": version,
+            }}, "spec": {"manifestWorkName": "w"}})
+        };
+        let one = snapshot(&[("AppliedManifestWork", record("a", "370"))]);
+        let two = snapshot(&[("AppliedManifestWork", record("b", "376"))]);
         assert_eq!(diff(&one, &two), Diff::default());
     }
 
