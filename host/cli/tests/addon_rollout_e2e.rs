@@ -134,22 +134,6 @@ impl Fleet {
         self.state.path()
     }
 
-    /// Kills `flotilla hub` (SIGKILL: no shutdown, whatever it was writing cut off) and starts
-    /// it again as before, logging to `hub-restarted.log`.
-    fn kill_and_restart_hub(&mut self) {
-        self.hub_process.0.kill().unwrap();
-        self.hub_process.0.wait().unwrap();
-        let state = self.state().to_owned();
-        self.hub_process = start_hub(
-            &state.join("hub-sa.kubeconfig"),
-            &state.join("hub-restarted.log"),
-            &[
-                "--plugin-cache-dir",
-                state.join("plugin-artifacts").to_str().unwrap(),
-            ],
-        );
-    }
-
     fn admin(&self) -> &Path {
         self.hub.admin_kubeconfig()
     }
@@ -459,7 +443,7 @@ async fn a_progressive_config_rollout_through_real_klusterlets_keeps_to_max_conc
     })
     .await
     .unwrap();
-    fleet.kill_and_restart_hub();
+    common::kill_and_restart_hub(&mut fleet.hub_process, state);
     let restarted = std::time::Instant::now();
     let second = await_progression(&fleet, &hub, "config change completed", |p| {
         desired_hash(p).is_some_and(|h| h != first_hash) && completed(p)

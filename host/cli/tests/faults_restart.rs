@@ -603,15 +603,7 @@ async fn a_hub_killed_with_an_addon_csr_awaiting_approval_approves_it_once_after
         new.iter().all(|name| pending[name] == (0, 0)),
         "the stopped hub decided on {new:?}: {pending:?}"
     );
-    kill(&mut fleet.hub_process);
-    fleet.hub_process = start_hub(
-        &state.join("hub-sa.kubeconfig"),
-        &state.join("hub-restarted.log"),
-        &[
-            "--plugin-cache-dir",
-            state.join("plugin-artifacts").to_str().unwrap(),
-        ],
-    );
+    common::kill_and_restart_hub(&mut fleet.hub_process, &state);
 
     let restarted = Instant::now();
     wait_addon_secret(&one, &state).await;

@@ -231,6 +231,22 @@ pub fn spawn_hub(kubeconfig: &Path, log: &Path, args: &[&str]) -> Running {
     )
 }
 
+/// Kills `hub` (SIGKILL: no shutdown, whatever it was writing cut off) and starts `flotilla
+/// hub` again as the fleets here start it (deploy/hub's identity and the plugin cache in
+/// `state`), logging to `hub-restarted.log` in `state`.
+pub fn kill_and_restart_hub(hub: &mut Running, state: &Path) {
+    hub.0.kill().unwrap();
+    hub.0.wait().unwrap();
+    *hub = start_hub(
+        &state.join("hub-sa.kubeconfig"),
+        &state.join("hub-restarted.log"),
+        &[
+            "--plugin-cache-dir",
+            state.join("plugin-artifacts").to_str().unwrap(),
+        ],
+    );
+}
+
 /// The digest `flotilla plugin push` printed (`digest: sha256:…`).
 pub fn pushed_digest(pushed: &str) -> String {
     pushed

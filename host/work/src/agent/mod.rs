@@ -243,20 +243,26 @@ async fn run_controllers(managed: Client, options: AgentOptions, connection: hub
 /// resync interval: the watch would wait forever for a resourceVersion the restored hub has
 /// not reached, with the store showing works the hub no longer has.
 async fn hub_went_back(ctx: &Context) {
-    let works: Api<ManifestWork> = Api::namespaced(ctx.hub.clone(), &ctx.cluster);
     loop {
         tokio::time::sleep(ctx.options.resync_interval).await;
-        let Ok(list) = works
-            .list_metadata(&kube::api::ListParams::default().limit(1))
-            .await
-        else {
+        let Ok(current) = hub_resource_version(ctx).await else {
             continue;
         };
-        let current = list.metadata.resource_version.unwrap_or_default();
         let seen = ctx.works.state();
         let versions = seen.iter().filter_map(|w| w.metadata.resource_version.as_deref());
         if flotilla_core::work::agent::eviction::hub_went_back(versions, &current) {
             return;
         }
     }
+}
+
+/// The hub's current resourceVersion for the cluster's works (a list of at most one), read
+/// from the hub rather than the watch, whose store a restored hub leaves behind.
+pub(crate) async fn hub_resource_version(ctx: &Context) -> Result<String> {
+    let works: Api<ManifestWork> = Api::namespaced(ctx.hub.clone(), &ctx.cluster);
+    let list = works
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+        .map_err(Error::kube(format!("list ManifestWorks in {}", ctx.cluster)))?;
+    Ok(list.metadata.resource_version.unwrap_or_default())
 }

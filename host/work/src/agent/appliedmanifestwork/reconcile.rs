@@ -16,7 +16,7 @@ use flotilla_core::work::agent::names::{applied_manifest_work_name, work_name_of
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams},
+    api::{DeleteParams, Patch, PatchParams},
     runtime::{controller::Action, reflector::ObjectRef},
 };
 
@@ -135,7 +135,7 @@ pub(crate) async fn reconcile(applied: Arc<AppliedManifestWork>, ctx: Arc<Contex
         return Ok(Action::requeue(held_requeue));
     }
     if !present && status.eviction_start_time.is_none() {
-        let current = hub_resource_version(&ctx).await?;
+        let current = crate::agent::hub_resource_version(&ctx).await?;
         let recorded = applied.annotations().get(HUB_RESOURCE_VERSION_ANNOTATION);
         if let Some(why) = eviction::hold(recorded.map(String::as_str), &current) {
             tracing::warn!(applied = %name, %why, "eviction held");
@@ -209,16 +209,6 @@ pub(crate) async fn reconcile(applied: Arc<AppliedManifestWork>, ctx: Arc<Contex
             .await;
     }
     Ok(action)
-}
-
-/// The hub's current resourceVersion for the cluster's works (a list of at most one).
-async fn hub_resource_version(ctx: &Context) -> Result<String> {
-    let works: Api<ManifestWork> = Api::namespaced(ctx.hub.clone(), &ctx.cluster);
-    let list = works
-        .list_metadata(&ListParams::default().limit(1))
-        .await
-        .map_err(Error::kube(format!("list ManifestWorks in {}", ctx.cluster)))?;
-    Ok(list.metadata.resource_version.unwrap_or_default())
 }
 
 /// Sets (with why) or removes the held annotation of record `name`.
