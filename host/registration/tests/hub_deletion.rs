@@ -105,14 +105,15 @@ async fn wait_works(works: &Api<ManifestWork>, what: &str, deleting: &[&str], al
     .unwrap();
 }
 
-async fn deleting_message(admin: &Client, name: &str) -> String {
-    let cluster = wait_condition(
-        admin,
-        name,
-        CONDITION_DELETING,
-        "False",
-        REASON_RESOURCE_REMAINING,
-    )
+/// The `Deleting` False ResourceRemaining message of cluster `name` once it mentions `expect`:
+/// the condition is written after the batch it reports is deleted, so an object seen deleting
+/// may still be reported under the previous message for a moment.
+async fn deleting_message(admin: &Client, name: &str, expect: &str) -> String {
+    let cluster = wait_cluster(admin, name, &format!("Deleting message naming {expect}"), |c| {
+        find(cluster_conditions(c), CONDITION_DELETING).is_some_and(|d| {
+            d.status == "False" && d.reason == REASON_RESOURCE_REMAINING && d.message.contains(expect)
+        })
+    })
     .await;
     find(cluster_conditions(&cluster), CONDITION_DELETING)
         .unwrap()
@@ -165,7 +166,7 @@ async fn deleting_a_cluster_removes_addons_then_works_by_priority_then_rbac_and_
     })
     .await
     .unwrap();
-    let message = deleting_message(&admin, name).await;
+    let message = deleting_message(&admin, name, "managedclusteraddons").await;
     assert!(message.contains("managedclusteraddons"), "{message}");
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     wait_works(
@@ -179,7 +180,7 @@ async fn deleting_a_cluster_removes_addons_then_works_by_priority_then_rbac_and_
     // Then works, priority 0 (missing or invalid) first.
     release(&addons, "held-addon").await;
     wait_works(&works, "priority-0 batch", &["w-first"], &["w-last", "w-mid"]).await;
-    let message = deleting_message(&admin, name).await;
+    let message = deleting_message(&admin, name, "manifestworks").await;
     assert!(message.contains("manifestworks"), "{message}");
 
     release(&works, "w-first").await;
@@ -416,7 +417,7 @@ async fn a_live_agent_is_waited_for_until_the_admin_forces_the_clean_up() {
     );
     assert!(forced_notes(&admin, name).await.is_empty());
     // Waiting past its patience, the clean-up says it is stalled and names the way forward.
-    let message = deleting_message(&admin, name).await;
+    let message = deleting_message(&admin, name, "waiting since").await;
     assert!(
         message.contains("waiting since") && message.contains(FORCE_CLEANUP_ANNOTATION),
         "{message}"
