@@ -5,8 +5,9 @@
 //! the same scenario ends (compared object by object with a convergence snapshot).
 //!
 //! The scenario: a hub and `cluster1` (leases of 2 s, so the grace is 10 s), work `before`
-//! applied, the fault, work `second` created (during a managed outage, after a hub outage),
-//! and both applied. A hub outage marks no cluster Unknown (the lease grace runs from its end);
+//! applied and the helloworld add-on installed from a local OCI registry, the fault, work
+//! `second` created (during a managed outage, after a hub outage), and both applied. Neither
+//! `before` nor the add-on may be applied or rendered again. A hub outage marks no cluster Unknown (the lease grace runs from its end);
 //! a managed outage makes the cluster unavailable, then available again. The fault-free run is made once per test binary and shared; the runs
 //! take turns so that one run's load does not delay another's leases.
 
@@ -19,21 +20,26 @@
 mod common;
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet},
     path::Path,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use common::{
-    Klusterlets, Running, flotilla_at, hub_service_account, hub_token, join_local, ok, ops_address, start_hub,
+    Klusterlets, Running, flotilla_at, hub_service_account, hub_token, join_local, ok, ops_address,
+    register_helloworld, start_hub,
 };
 use flotilla_testing::{
     ControlPlane,
     convergence::{Snapshot, assert_converged},
+    registry::Registry,
     wait,
 };
-use k8s_openapi::api::{certificates::v1::CertificateSigningRequest, core::v1::ConfigMap};
+use k8s_openapi::api::{
+    certificates::v1::CertificateSigningRequest,
+    core::v1::{ConfigMap, Secret},
+};
 use kube::{
     Api, Client, ResourceExt as _,
     api::{ApiResource, DynamicObject, PostParams},
@@ -43,6 +49,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Mutex as AsyncMutex, OnceCell};
 
 const CLUSTER: &str = "cluster1";
+const ADDON: &str = "helloworld";
 /// Longer than the lease grace (5 × 2 s).
 const OUTAGE: Duration = Duration::from_secs(14);
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -66,22 +73,26 @@ struct Fleet {
     _klusterlets: Klusterlets,
     hub: ControlPlane,
     managed: ControlPlane,
+    _registry: Registry,
     state: tempfile::TempDir,
 }
 
 impl Fleet {
     async fn start(prefix: &str) -> Self {
-        let (hub, managed) = tokio::join!(
+        let (hub, managed, registry) = tokio::join!(
             ControlPlane::start(format!("{prefix}-hub")),
-            ControlPlane::start(format!("{prefix}-{CLUSTER}"))
+            ControlPlane::start(format!("{prefix}-{CLUSTER}")),
+            Registry::start()
         );
-        let (hub, managed) = (hub.unwrap(), managed.unwrap());
+        let (hub, managed, registry) = (hub.unwrap(), managed.unwrap(), registry.unwrap());
         let state_dir = tempfile::tempdir().unwrap();
         let klusterlets = Klusterlets(state_dir.path().to_owned());
         let state = state_dir.path();
         let token = hub_token(&ok(flotilla_at(state, hub.admin_kubeconfig(), &["init"])));
         let identity = hub_service_account(&hub, state);
-        let hub_process = start_hub(&identity, &state.join("hub.log"), &[]);
+        let cache = state.join("plugin-artifacts");
+        let hub_args = ["--plugin-cache-dir", cache.to_str().unwrap()];
+        let hub_process = start_hub(&identity, &state.join("hub.log"), &hub_args);
         ok(join_local(
             state,
             managed.admin_kubeconfig(),
@@ -95,11 +106,13 @@ impl Fleet {
             hub.admin_kubeconfig(),
             &["accept", "--wait", "--clusters", CLUSTER, "--timeout", "120s"],
         ));
+        register_helloworld(state, hub.admin_kubeconfig(), &registry);
         Self {
             _hub_process: hub_process,
             _klusterlets: klusterlets,
             hub,
             managed,
+            _registry: registry,
             state: state_dir,
         }
     }
@@ -120,6 +133,31 @@ impl Fleet {
             Ok(response) => response.status().as_u16(),
             Err(_) => 0,
         }
+    }
+
+    /// How many times the hub has called helloworld's `manifests` hook: each call is a render.
+    async fn renders(&self) -> f64 {
+        let ops = ops_address(&self.state.path().join("hub.log")).await;
+        let text = reqwest::get(format!("http://{ops}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+        scrape
+            .samples
+            .iter()
+            .filter(|s| {
+                s.metric == "flotilla_plugin_call_duration_seconds_count"
+                    && s.labels.get("addon") == Some(ADDON)
+                    && s.labels.get("hook") == Some("manifests")
+            })
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+                _ => 0.0,
+            })
+            .sum()
     }
 
     /// Waits until the hub's `/readyz` answers `status`.
@@ -234,6 +272,63 @@ async fn wait_available(fleet: &Fleet, status: &str) {
     }
 }
 
+/// The add-on's works on the hub by name, with their `metadata.generation`: a re-render that
+/// changed anything would raise one.
+async fn addon_works(hub: &Client) -> BTreeMap<String, i64> {
+    let selector = format!("open-cluster-management.io/addon-name={ADDON}");
+    works(hub)
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|w| (w.name_any(), w.metadata.generation.unwrap_or_default()))
+        .collect()
+}
+
+/// Enables helloworld on the cluster and waits until each of its works is Applied.
+async fn install_addon(fleet: &Fleet) -> BTreeMap<String, i64> {
+    let hub = fleet.hub.admin_client().await.unwrap();
+    ok(flotilla_at(
+        fleet.state.path(),
+        fleet.hub.admin_kubeconfig(),
+        &["addon", "enable", "--names", ADDON, "--clusters", CLUSTER],
+    ));
+    let result = wait::until("helloworld's works applied", TIMEOUT, || async {
+        let selector = format!("open-cluster-management.io/addon-name={ADDON}");
+        let listed = works(&hub)
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await?
+            .items;
+        let applied = !listed.is_empty()
+            && listed.iter().all(|w| {
+                condition(&serde_json::to_value(w).unwrap_or_default(), "Applied").as_deref() == Some("True")
+            });
+        Ok::<_, kube::Error>(applied.then_some(()))
+    })
+    .await;
+    if let Err(e) = result {
+        panic!("{e}\nhub log:\n{}", fleet.log("hub"));
+    }
+    // The klusterlet files the add-on's CSR on its own time: the CSRs compared later must
+    // include it.
+    let secrets: Api<Secret> = Api::namespaced(
+        fleet.managed.admin_client().await.unwrap(),
+        "open-cluster-management-agent-addon",
+    );
+    let result = wait::until("helloworld's hub credential on the cluster", TIMEOUT, || async {
+        secrets
+            .get_opt("helloworld-hub-kubeconfig")
+            .await
+            .map(|s| s.map(drop))
+    })
+    .await;
+    if let Err(e) = result {
+        panic!("{e}\nklusterlet log:\n{}", fleet.log("klusterlet"));
+    }
+    addon_works(&hub).await
+}
+
 /// Names of the hub's CSRs: a re-registration would add one.
 async fn csrs(hub: &Client) -> BTreeSet<String> {
     let api: Api<CertificateSigningRequest> = Api::all(hub.clone());
@@ -300,8 +395,11 @@ async fn run(prefix: &str, fault: Fault) -> Outcome {
     wait_available(&fleet, "True").await;
     create_work(&hub, "before").await;
     let before = wait_applied(&fleet, "before").await;
+    let addon_generations = install_addon(&fleet).await;
     let registered = csrs(&hub).await;
     fleet.wait_hub_ready(200).await;
+    let renders = fleet.renders().await;
+    assert!(renders >= 1.0, "the hub's metrics show no render of {ADDON}");
 
     let watch = Watch::start(hub.clone());
     match fault {
@@ -352,6 +450,12 @@ async fn run(prefix: &str, fault: Fault) -> Outcome {
         "work `before` was re-applied"
     );
     assert_eq!(after.uid(), before.uid());
+    assert_eq!(
+        addon_works(&hub).await,
+        addon_generations,
+        "the add-on's works changed"
+    );
+    assert_eq!(fleet.renders().await, renders, "the add-on was rendered again");
 
     let mut snapshot = Snapshot::default();
     snapshot.read_hub("hub", &hub).await.unwrap();

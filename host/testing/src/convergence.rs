@@ -285,6 +285,9 @@ fn scrub(value: &mut Value) {
                         // annotations) differ between two hubs.
                         | "flotilla.dev/manifestwork-uid"
                         | "flotilla.dev/hub-resource-version"
+                        // The fingerprint of the certificate a CSR was filed with
+                        // (`spec.extra`), set by the apiserver.
+                        | "authentication.kubernetes.io/credential-id"
                 ) {
                     *inner = Value::String("<credential>".into());
                 } else {
@@ -473,6 +476,18 @@ mod tests {
         };
         let one = snapshot(&[("AppliedManifestWork", record("a", "370"))]);
         let two = snapshot(&[("AppliedManifestWork", record("b", "376"))]);
+        assert_eq!(diff(&one, &two), Diff::default());
+    }
+
+    #[test]
+    fn csrs_filed_with_two_certificates_compare_equal() {
+        let csr = |fingerprint: &str| {
+            json!({"metadata": {"name": "addon-c1-a-x", "generateName": "addon-c1-a-"}, "spec": {
+                "extra": {"authentication.kubernetes.io/credential-id": [fingerprint]},
+            }})
+        };
+        let one = snapshot(&[("CertificateSigningRequest", csr("X509SHA256=aa"))]);
+        let two = snapshot(&[("CertificateSigningRequest", csr("X509SHA256=bb"))]);
         assert_eq!(diff(&one, &two), Diff::default());
     }
 

@@ -257,6 +257,43 @@ pub fn pushed_digest(pushed: &str) -> String {
         .to_owned()
 }
 
+/// Pushes helloworld to `registry` as its author does and registers the pushed digest as the
+/// hub admin does; returns the reference and the digest.
+pub fn register_helloworld(
+    state: &Path,
+    admin: &Path,
+    registry: &flotilla_testing::registry::Registry,
+) -> (String, String) {
+    let reference = registry.reference("addons/helloworld", "v1");
+    let pushed = ok(flotilla_at(
+        state,
+        admin,
+        &[
+            "plugin",
+            "push",
+            flotilla_test_plugins::HELLOWORLD,
+            &reference,
+            "--insecure",
+        ],
+    ));
+    let digest = pushed_digest(&pushed);
+    ok(flotilla_at(
+        state,
+        admin,
+        &[
+            "plugin",
+            "register",
+            "helloworld",
+            "--oci",
+            &reference,
+            "--digest",
+            &digest,
+            "--insecure",
+        ],
+    ));
+    (reference, digest)
+}
+
 /// What every add-on end-to-end test starts from: a hub and clusters `cluster1` and
 /// `cluster2`, each on its own control plane; the real `flotilla hub` as deploy/hub's service
 /// account and a real klusterlet per cluster (`join --local`, with `join_args`), both accepted;
@@ -333,34 +370,7 @@ impl Fleet {
                 "120s",
             ],
         ));
-        // The plugin author publishes; the hub admin registers the pushed digest.
-        let reference = registry.reference("addons/helloworld", "v1");
-        let pushed = ok(flotilla_at(
-            state,
-            admin,
-            &[
-                "plugin",
-                "push",
-                flotilla_test_plugins::HELLOWORLD,
-                &reference,
-                "--insecure",
-            ],
-        ));
-        let digest = pushed_digest(&pushed);
-        ok(flotilla_at(
-            state,
-            admin,
-            &[
-                "plugin",
-                "register",
-                "helloworld",
-                "--oci",
-                &reference,
-                "--digest",
-                &digest,
-                "--insecure",
-            ],
-        ));
+        let (reference, digest) = register_helloworld(state, admin, &registry);
         Self {
             hub_process,
             klusterlets,
