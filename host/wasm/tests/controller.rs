@@ -505,8 +505,12 @@ async fn a_registry_that_never_answers_times_out_at_the_fetch_deadline_and_the_l
     let status = await_condition(name, "Fetched", "False", "FetchTimedOut").await;
     let took = started.elapsed();
     println!("fetch from the dripping registry given up after {took:?}");
+    // Without the deadline the pull never ends (each read gets a byte within the read
+    // timeout). The upper bound leaves room for the controller's queue, which the other tests
+    // of this binary fill with plugin compiles (15.6 s seen in CI), and stays below the 30 s
+    // read timeout; the message below names the deadline.
     assert!(
-        took >= FETCH_DEADLINE && took < FETCH_DEADLINE + Duration::from_secs(10),
+        took >= FETCH_DEADLINE && took < FETCH_DEADLINE + Duration::from_secs(25),
         "bounded by the fetch deadline ({FETCH_DEADLINE:?}), not a read timeout: {took:?}"
     );
     let fetched = condition(&status, "Fetched");
