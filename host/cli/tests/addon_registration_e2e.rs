@@ -19,7 +19,7 @@ mod common;
 
 use std::{path::Path, time::Duration};
 
-use common::{Fleet, flotilla_at, ok, pushed_digest};
+use common::{Fleet, flotilla_at, ok};
 use flotilla_test_plugins as plugins;
 use flotilla_testing::wait;
 use k8s_openapi::api::{
@@ -261,27 +261,7 @@ async fn helloworld_gets_a_hub_credential_through_the_plugin_that_reaches_only_i
         .create(&PostParams::default(), &ca_secret)
         .await
         .unwrap();
-    let reference = registry.reference("addons/custom-signer", "v1");
-    let pushed = ok(flotilla_at(
-        state,
-        admin,
-        &["plugin", "push", plugins::CUSTOM_SIGNER, &reference, "--insecure"],
-    ));
-    let digest = pushed_digest(&pushed);
-    ok(flotilla_at(
-        state,
-        admin,
-        &[
-            "plugin",
-            "register",
-            "custom-signer",
-            "--oci",
-            &reference,
-            "--digest",
-            &digest,
-            "--insecure",
-        ],
-    ));
+    common::register_plugin(state, admin, registry, "custom-signer", plugins::CUSTOM_SIGNER);
     let merge = |value: serde_json::Value| kube::api::Patch::Merge(value);
     // The hub admin grants the hub this add-on's signer, as deploy/hub says to.
     Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(hub_client.clone())

@@ -138,13 +138,7 @@ impl Fleet {
     /// How many times the hub has called helloworld's `manifests` hook: each call is a render.
     async fn renders(&self) -> f64 {
         let ops = ops_address(&self.state.path().join("hub.log")).await;
-        let text = reqwest::get(format!("http://{ops}/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+        let scrape = common::scrape_metrics(&ops).await;
         scrape
             .samples
             .iter()

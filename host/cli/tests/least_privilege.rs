@@ -227,13 +227,7 @@ fn hub_role_permissions() -> BTreeSet<Permission> {
 
 /// A process's API requests from its `/metrics`: (group, resource, verb) → response codes.
 async fn requests_of(ops: &str) -> BTreeMap<Permission, BTreeSet<String>> {
-    let text = reqwest::get(format!("http://{ops}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    let scrape = common::scrape_metrics(ops).await;
     let mut requests: BTreeMap<Permission, BTreeSet<String>> = BTreeMap::new();
     for sample in scrape
         .samples

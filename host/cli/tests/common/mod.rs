@@ -264,17 +264,29 @@ pub fn register_helloworld(
     admin: &Path,
     registry: &flotilla_testing::registry::Registry,
 ) -> (String, String) {
-    let reference = registry.reference("addons/helloworld", "v1");
+    register_plugin(
+        state,
+        admin,
+        registry,
+        "helloworld",
+        flotilla_test_plugins::HELLOWORLD,
+    )
+}
+
+/// Pushes the component at `wasm` to `registry` as `addons/<name>:v1` and registers the pushed
+/// digest as AddOnPlugin `name`; returns the reference and the digest.
+pub fn register_plugin(
+    state: &Path,
+    admin: &Path,
+    registry: &flotilla_testing::registry::Registry,
+    name: &str,
+    wasm: &str,
+) -> (String, String) {
+    let reference = registry.reference(&format!("addons/{name}"), "v1");
     let pushed = ok(flotilla_at(
         state,
         admin,
-        &[
-            "plugin",
-            "push",
-            flotilla_test_plugins::HELLOWORLD,
-            &reference,
-            "--insecure",
-        ],
+        &["plugin", "push", wasm, &reference, "--insecure"],
     ));
     let digest = pushed_digest(&pushed);
     ok(flotilla_at(
@@ -283,7 +295,7 @@ pub fn register_helloworld(
         &[
             "plugin",
             "register",
-            "helloworld",
+            name,
             "--oci",
             &reference,
             "--digest",
@@ -292,6 +304,17 @@ pub fn register_helloworld(
         ],
     ));
     (reference, digest)
+}
+
+/// The `/metrics` of a `flotilla hub` or klusterlet at `ops` (`host:port`), parsed.
+pub async fn scrape_metrics(ops: &str) -> prometheus_parse::Scrape {
+    let text = reqwest::get(format!("http://{ops}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap()
 }
 
 /// What every add-on end-to-end test starts from: a hub and clusters `cluster1` and
