@@ -5,6 +5,8 @@ import (
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 // runAPIServer runs the upstream kube-apiserver command with the given flags.
@@ -25,6 +27,21 @@ func runControllerManager(args []string) int {
 // as the server instead of whatever the machine happens to have installed.
 func runKubectl(args []string) int {
 	cmd := kubectlcmd.NewDefaultKubectlCommand()
+	cmd.SetArgs(args)
+	return cli.Run(cmd)
+}
+
+// runScheduler runs the upstream kube-scheduler, which places the pods of a
+// cluster that has a node.
+func runScheduler(args []string) int {
+	cmd := scheduler.NewSchedulerCommand()
+	cmd.SetArgs(args)
+	return cli.Run(cmd)
+}
+
+// runKubelet runs the upstream kubelet against a containerd socket on the host.
+func runKubelet(args []string) int {
+	cmd := kubelet.NewKubeletCommand()
 	cmd.SetArgs(args)
 	return cli.Run(cmd)
 }

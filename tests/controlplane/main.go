@@ -1,6 +1,9 @@
 // Command controlplane is a multi-call binary holding the real Kubernetes
 // control-plane components that Flotilla's tests and local quickstart run on
-// loopback: etcd, kube-apiserver, kube-controller-manager and kubectl.
+// loopback: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+// kubelet and kubectl. The scheduler and kubelet run only where a test or the
+// quickstart starts a node (containerd and runc on the host); control planes
+// without nodes need neither.
 //
 // Each component runs in its own process (the first argument picks it) because
 // the upstream commands keep process-global state: a signal handler that may be
@@ -46,6 +49,10 @@ func main() {
 		code = runAPIServer(args)
 	case "kube-controller-manager":
 		code = runControllerManager(args)
+	case "kube-scheduler":
+		code = runScheduler(args)
+	case "kubelet":
+		code = runKubelet(args)
 	case "kubectl":
 		code = runKubectl(args)
 	default:
@@ -56,7 +63,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: controlplane etcd|kube-apiserver|kube-controller-manager|kubectl [flags]")
+	fmt.Fprintln(os.Stderr, "usage: controlplane etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl [flags]")
 }
 
 // exitOnStdinEOF blocks until standard input is closed, then ends the process.

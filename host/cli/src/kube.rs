@@ -1,5 +1,6 @@
 //! Clients for the clusters a command talks to, from `--kubeconfig` and `--context`
-//! (default `$KUBECONFIG`, then `~/.kube/config`).
+//! (default `$KUBECONFIG`, then `~/.kube/config`); inside a pod with neither, the pod's service
+//! account (what `deploy/hub` and `deploy/klusterlet` rely on).
 
 use std::path::Path;
 
@@ -24,6 +25,11 @@ pub fn kubeconfig(path: Option<&Path>) -> anyhow::Result<Kubeconfig> {
 
 /// A client for the cluster named by `path` (or the default) and the global `--context`.
 pub async fn client_for(path: Option<&Path>, global: &GlobalArgs) -> anyhow::Result<(Client, Config)> {
+    if in_cluster_only(path, global) {
+        let config = Config::incluster().context("load the pod's in-cluster configuration")?;
+        let client = Client::try_from(config.clone()).context("build Kubernetes client")?;
+        return Ok((client, config));
+    }
     let kubeconfig = kubeconfig(path)?;
     let options = KubeConfigOptions {
         context: global.context.clone(),
@@ -34,6 +40,18 @@ pub async fn client_for(path: Option<&Path>, global: &GlobalArgs) -> anyhow::Res
         .context("load kubeconfig")?;
     let client = Client::try_from(config.clone()).context("build Kubernetes client")?;
     Ok((client, config))
+}
+
+/// Whether the in-cluster configuration is the one to use: inside a pod (the kubelet set
+/// `KUBERNETES_SERVICE_HOST`) with no kubeconfig named or found and no `--context`.
+fn in_cluster_only(path: Option<&Path>, global: &GlobalArgs) -> bool {
+    let named = path.is_some()
+        || global.context.is_some()
+        || std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty());
+    let home_config = std::env::var_os("HOME")
+        .map(|home| Path::new(&home).join(".kube/config").is_file())
+        .unwrap_or(false);
+    !named && !home_config && std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
 }
 
 /// A client for the cluster of the global `--kubeconfig`.

@@ -15,12 +15,10 @@
 //! outlives this process and is stopped by [`stop_detached`].
 
 use std::{
-    fs::{self, File},
-    io::{BufRead, BufReader},
+    fs,
     net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream},
-    os::unix::process::CommandExt,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Child, Command},
     time::{Duration, Instant},
 };
 
@@ -37,12 +35,14 @@ use crate::{
     error::{Error, Result, io, kube as kube_err},
     kubeconfig,
     pki::{CertificateAuthority, ServiceAccountKeys},
+    processes::{self, Lifetime},
 };
 
 /// Controllers the controller manager runs: CSR signing/approval/cleanup for cluster
 /// registration, garbage collection and namespace deletion for cleanup, service accounts and
-/// their tokens, the root CA config map, role aggregation, bootstrap-token upkeep, and the
-/// workload controllers that add-on agents' Deployments and Jobs need.
+/// their tokens, the root CA config map, role aggregation, bootstrap-token upkeep, the
+/// workload controllers that add-on agents' Deployments and Jobs need, and node lifecycle for
+/// clusters with a node.
 pub const CONTROLLERS: &[&str] = &[
     "csrsigning",
     "csrapproving",
@@ -58,6 +58,8 @@ pub const CONTROLLERS: &[&str] = &[
     "deployment",
     "replicaset",
     "job",
+    // Lifts the not-ready taint admission puts on a new node once its kubelet reports Ready.
+    "nodelifecycle",
 ];
 
 /// The field manager used when the harness applies objects.
@@ -233,7 +235,16 @@ impl ControlPlane {
 
         let ca = CertificateAuthority::new(&format!("flotilla-{}-ca", settings.name))?;
         let sa = ServiceAccountKeys::generate()?;
-        let serving = ca.issue_serving("kube-apiserver", &["kubernetes", "kubernetes.default.svc"])?;
+        let (etcd_port, peer_port, api_port) = match settings.ports {
+            Some(ports) => (ports.etcd, ports.etcd_peer, ports.apiserver),
+            None => (free_port()?, free_port()?, free_port()?),
+        };
+        let server = format!("https://127.0.0.1:{api_port}");
+        let serving = ca.issue_serving_with_ips(
+            "kube-apiserver",
+            &["kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+            &[kubernetes_service_address(api_port).into()],
+        )?;
         let admin = ca.issue_client("flotilla-admin", &["system:masters"])?;
         let kcm = ca.issue_client("system:kube-controller-manager", &[])?;
 
@@ -249,12 +260,6 @@ impl ControlPlane {
         let tls_key = write("apiserver.key", &serving.key_pem)?;
         let sa_key = write("sa.key", &sa.private_pem)?;
         let sa_pub = write("sa.pub", &sa.public_pem)?;
-
-        let (etcd_port, peer_port, api_port) = match settings.ports {
-            Some(ports) => (ports.etcd, ports.etcd_peer, ports.apiserver),
-            None => (free_port()?, free_port()?, free_port()?),
-        };
-        let server = format!("https://127.0.0.1:{api_port}");
 
         let admin_yaml = kubeconfig::render(
             &settings.name,
@@ -319,9 +324,14 @@ impl ControlPlane {
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
             format!("--service-account-signing-key-file={}", path(&sa_key)),
             format!("--service-account-key-file={}", path(&sa_pub)),
-            "--authorization-mode=RBAC".into(),
+            // Node: kubelets of local nodes get exactly their own pods' objects, as in a
+            // production cluster, instead of a broad binding.
+            "--authorization-mode=Node,RBAC".into(),
+            "--enable-admission-plugins=NodeRestriction".into(),
             "--enable-bootstrap-token-auth=true".into(),
-            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            // Its own range per control plane, so that the nodes of several clusters on one
+            // host route each `kubernetes` Service address to the right apiserver.
+            format!("--service-cluster-ip-range={}", service_range(api_port)),
             // Loopback addresses may not be endpoints of the `kubernetes` service.
             "--endpoint-reconciler-type=none".into(),
             "--profiling=false".into(),
@@ -363,28 +373,21 @@ impl ControlPlane {
     }
 
     fn spawn(&mut self, component: &'static str, args: &[String]) -> Result<()> {
-        let log_path = self.log_path(component);
-        // Appended to, so a restarted component keeps its earlier log.
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(io(format!("open {}", log_path.display())))?;
-        let log_err = log.try_clone().map_err(io("clone log handle"))?;
-        let mut command = Command::new(&self.state.binary);
-        command.arg(component).args(args).stdout(log).stderr(log_err);
-        if self.detached {
-            // Own process group: a terminal's hang-up or Ctrl-C does not reach it.
-            command.stdin(Stdio::null()).process_group(0);
+        let lifetime = if self.detached {
+            Lifetime::Detached
         } else {
-            command
-                .stdin(Stdio::piped())
-                .env("FLOTILLA_EXIT_ON_STDIN_EOF", "1");
-        }
-        let child = command.spawn().map_err(|e| Error::Start {
+            Lifetime::Tied
+        };
+        let mut full = vec![component.to_owned()];
+        full.extend_from_slice(args);
+        let child = processes::spawn_logged(
+            &self.state.binary,
+            &full,
             component,
-            message: format!("spawn {}: {e}", self.state.binary.display()),
-        })?;
+            &self.log_path(component),
+            lifetime,
+            |_| {},
+        )?;
         self.state.pids.push((component.to_owned(), child.id()));
         self.processes.push((component, child));
         Ok(())
@@ -504,6 +507,13 @@ impl ControlPlane {
             .unwrap_or_default()
     }
 
+    /// The address of the `kubernetes` Service in this cluster, which the kubelet hands to
+    /// every pod (`KUBERNETES_SERVICE_HOST`) and which the apiserver's certificate names. A
+    /// node makes it reach the apiserver (see `crate::service_route`).
+    pub fn service_address(&self) -> Ipv4Addr {
+        kubernetes_service_address(self.port())
+    }
+
     /// The directory holding keys, logs and etcd data.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -574,11 +584,7 @@ impl ControlPlane {
 
     /// The last `lines` lines of a component's log.
     pub fn log_tail(&self, component: &str, lines: usize) -> String {
-        let Ok(file) = File::open(self.log_path(component)) else {
-            return String::new();
-        };
-        let all: Vec<String> = BufReader::new(file).lines().map_while(|l| l.ok()).collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        processes::log_tail(&self.log_path(component), lines)
     }
 
     /// Stops the kube-apiserver alone (etcd and the controller manager keep running), as an
@@ -750,9 +756,37 @@ pub fn stop_detached(dir: &Path) -> Result<ControlPlaneState> {
     Ok(state)
 }
 
+/// The Service range of the control plane whose apiserver listens on `port`: a /28 inside
+/// 10.96.0.0/12 derived from the port, so that every apiserver on this host (ports are unique)
+/// has its own, and the `kubernetes` Service address says which apiserver it stands for.
+pub fn service_range(port: u16) -> String {
+    let base = u32::from(Ipv4Addr::new(10, 96, 0, 0)) + (u32::from(port) << 4);
+    format!("{}/28", Ipv4Addr::from(base))
+}
+
+/// The `kubernetes` Service address of the apiserver on `port`: the first of its range, as the
+/// apiserver allocates it.
+pub fn kubernetes_service_address(port: u16) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 96, 0, 0)) + (u32::from(port) << 4) + 1)
+}
+
 /// Asks the kernel for a free loopback port. Another process may take it before it is used;
 /// start-up retries on a clash.
 fn free_port() -> Result<u16> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(io("find a free port"))?;
     Ok(listener.local_addr().map_err(io("read free port"))?.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_port_has_its_own_service_range_inside_the_service_block() {
+        assert_eq!(service_range(6443), "10.97.146.176/28");
+        assert_eq!(kubernetes_service_address(6443), Ipv4Addr::new(10, 97, 146, 177));
+        // The highest port still lands inside 10.96.0.0/12.
+        assert_eq!(service_range(u16::MAX), "10.111.255.240/28");
+        assert_ne!(service_range(40000), service_range(40001));
+    }
 }

@@ -47,6 +47,18 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Something a node needs is missing on this machine (root, a Debian package).
+    #[error("node prerequisites: {0}")]
+    Prerequisite(String),
+    /// Preparing or running a node (bridge, containerd, kubelet) failed.
+    #[error("node: {0}")]
+    Node(String),
+    /// Adding or removing a Service route (iptables) failed.
+    #[error("service route: {0}")]
+    Route(String),
+    /// Building or pushing a container image failed.
+    #[error("image: {0}")]
+    Image(String),
     /// The state of a background control plane could not be used.
     #[error("state: {0}")]
     State(String),

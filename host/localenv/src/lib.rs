@@ -1,5 +1,6 @@
 //! Local Kubernetes environments on loopback: real control planes (etcd, kube-apiserver,
-//! kube-controller-manager) built from upstream sources, a real OCI registry, the binaries they
+//! kube-controller-manager) built from upstream sources, nodes that run pods (containerd, runc,
+//! kubelet, kube-scheduler), a real OCI registry and the images pushed to it, the binaries they
 //! are built from, and the bookkeeping of background processes.
 //!
 //! This is product code: `flotilla up` and `flotilla controlplane up` run these, and the tests
@@ -17,14 +18,18 @@
 pub mod binary;
 pub mod controlplane;
 pub mod error;
+pub mod image;
 pub mod kubeconfig;
+pub mod node;
 pub mod pki;
 pub mod plugins;
 pub mod ports;
 pub mod processes;
 pub mod registry;
 mod scratch;
+pub mod service_route;
 pub mod wait;
 
 pub use controlplane::{ControlPlane, ControlPlaneBuilder, ControlPlaneState, Ports};
 pub use error::{Error, Result};
+pub use node::Node;

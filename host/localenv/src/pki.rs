@@ -145,6 +145,17 @@ impl CertificateAuthority {
 
     /// Issues a serving certificate for loopback (`127.0.0.1`, `::1`, `localhost`) plus `extra_dns`.
     pub fn issue_serving(&self, common_name: &str, extra_dns: &[&str]) -> Result<CertAndKey> {
+        self.issue_serving_with_ips(common_name, extra_dns, &[])
+    }
+
+    /// Like [`Self::issue_serving`], also valid for `extra_ips` (an apiserver's `kubernetes`
+    /// Service address, which pods dial).
+    pub fn issue_serving_with_ips(
+        &self,
+        common_name: &str,
+        extra_dns: &[&str],
+        extra_ips: &[std::net::IpAddr],
+    ) -> Result<CertAndKey> {
         let mut sans = vec!["localhost".to_owned()];
         sans.extend(extra_dns.iter().map(|s| (*s).to_owned()));
         let mut params =
@@ -155,6 +166,9 @@ impl CertificateAuthority {
         params
             .subject_alt_names
             .push(SanType::IpAddress(std::net::Ipv6Addr::LOCALHOST.into()));
+        params
+            .subject_alt_names
+            .extend(extra_ips.iter().map(|ip| SanType::IpAddress(*ip)));
         params.distinguished_name = distinguished_name(common_name, &[]);
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.key_usages = vec![

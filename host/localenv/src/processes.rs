@@ -286,3 +286,82 @@ mod tests {
         );
     }
 }
+
+/// How a child of this process ends when this process does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifetime {
+    /// It dies with this process: its standard input is a pipe whose write end only this
+    /// process holds, and `FLOTILLA_EXIT_ON_STDIN_EOF=1` tells the multi-call binaries to exit
+    /// at its end-of-file, which covers a harness killed outright.
+    Tied,
+    /// Like [`Lifetime::Tied`], for programs that do not watch their standard input
+    /// (containerd): started through `setpriv --pdeathsig KILL`, so the kernel kills it when
+    /// the thread that started it exits.
+    TiedByKernel,
+    /// It outlives this process (own process group, so a terminal's hang-up or Ctrl-C does not
+    /// reach it); something else stops it later.
+    Detached,
+}
+
+/// Starts `program` with `args` as `component`, standard output and error appended to `log`
+/// (so a restarted component keeps its earlier log). `configure` sets anything else
+/// (environment, working directory) on the command before it starts.
+pub fn spawn_logged(
+    program: &Path,
+    args: &[String],
+    component: &'static str,
+    log: &Path,
+    lifetime: Lifetime,
+    configure: impl FnOnce(&mut std::process::Command),
+) -> Result<std::process::Child> {
+    use std::{
+        os::unix::process::CommandExt as _,
+        process::{Command, Stdio},
+    };
+
+    let mut command = if lifetime == Lifetime::TiedByKernel {
+        let mut command = Command::new("setpriv");
+        command.args(["--pdeathsig", "KILL", "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    };
+    command.args(args);
+    configure(&mut command);
+
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(io(format!("open {}", log.display())))?;
+    let file_err = file.try_clone().map_err(io("clone log handle"))?;
+    command.stdout(file).stderr(file_err);
+    match lifetime {
+        Lifetime::Tied => {
+            command
+                .stdin(Stdio::piped())
+                .env("FLOTILLA_EXIT_ON_STDIN_EOF", "1");
+        }
+        Lifetime::TiedByKernel => {
+            command.stdin(Stdio::null());
+        }
+        Lifetime::Detached => {
+            command.stdin(Stdio::null()).process_group(0);
+        }
+    }
+    command.spawn().map_err(|e| Error::Start {
+        component,
+        message: format!("spawn {}: {e}", program.display()),
+    })
+}
+
+/// The last `lines` lines of the log at `path` (empty when there is none yet).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    use std::io::{BufRead as _, BufReader};
+
+    let Ok(file) = fs::File::open(path) else {
+        return String::new();
+    };
+    let all: Vec<String> = BufReader::new(file).lines().map_while(|l| l.ok()).collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}

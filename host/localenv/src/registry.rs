@@ -15,12 +15,10 @@
 //! at once, and a blob modified in storage is served modified (what a tampering test needs).
 
 use std::{
-    fs::{self, File},
-    io::{BufRead, BufReader},
+    fs,
     net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream},
-    os::unix::process::CommandExt,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::Child,
     time::{Duration, Instant},
 };
 
@@ -30,6 +28,7 @@ use tempfile::TempDir;
 use crate::{
     binary,
     error::{Error, Result, io},
+    processes::{self, Lifetime},
 };
 
 /// Overrides the registry binary (skips building): a path to a prebuilt `registry`.
@@ -197,32 +196,25 @@ impl Registry {
         let config_path = dir.join("config.yml");
         fs::write(&config_path, config).map_err(io("write registry config"))?;
 
-        let log_path = dir.join("registry.log");
-        let log = File::create(&log_path).map_err(io("create registry log"))?;
-        let log_err = log.try_clone().map_err(io("clone log handle"))?;
-        let mut command = Command::new(binary);
-        if settings.detached {
-            // Own process group: a terminal's hang-up or Ctrl-C does not reach it.
-            command.stdin(Stdio::null()).process_group(0);
+        let lifetime = if settings.detached {
+            Lifetime::Detached
         } else {
-            command
-                .stdin(Stdio::piped())
-                .env("FLOTILLA_EXIT_ON_STDIN_EOF", "1");
-        }
-        let child = command
-            .arg("serve")
-            .arg(&config_path)
-            .stdout(log)
-            .stderr(log_err)
-            // distribution v3 exports traces through OpenTelemetry's autoexport; nothing listens.
-            .env("OTEL_TRACES_EXPORTER", "none")
-            .env("OTEL_METRICS_EXPORTER", "none")
-            .env("OTEL_LOGS_EXPORTER", "none")
-            .spawn()
-            .map_err(|e| Error::Start {
-                component: "registry",
-                message: format!("spawn {}: {e}", binary.display()),
-            })?;
+            Lifetime::Tied
+        };
+        let child = processes::spawn_logged(
+            binary,
+            &["serve".to_owned(), config_path.display().to_string()],
+            "registry",
+            &dir.join("registry.log"),
+            lifetime,
+            |command| {
+                // distribution v3 exports traces through OpenTelemetry's autoexport; nothing listens.
+                command
+                    .env("OTEL_TRACES_EXPORTER", "none")
+                    .env("OTEL_METRICS_EXPORTER", "none")
+                    .env("OTEL_LOGS_EXPORTER", "none");
+            },
+        )?;
         let mut registry = Registry {
             addr,
             dir,
@@ -343,11 +335,7 @@ impl Registry {
 
     /// The last `lines` lines of the registry's log.
     pub fn log_tail(&self, lines: usize) -> String {
-        let Ok(file) = File::open(self.dir.join("registry.log")) else {
-            return String::new();
-        };
-        let all: Vec<String> = BufReader::new(file).lines().map_while(|l| l.ok()).collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        processes::log_tail(&self.log_path(), lines)
     }
 }
 

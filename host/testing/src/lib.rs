@@ -21,7 +21,44 @@ pub mod proxy;
 pub mod shared;
 
 pub use flotilla_localenv::{
-    ControlPlane, ControlPlaneBuilder, ControlPlaneState, Error, Result, binary, controlplane, error,
-    kubeconfig, pki, plugins, ports, processes, registry, wait,
+    ControlPlane, ControlPlaneBuilder, ControlPlaneState, Error, Node, Result, binary, controlplane, error,
+    image, kubeconfig, node, pki, plugins, ports, processes, registry, service_route, wait,
 };
+
+/// A Deployment of `replicas` pods running the sandbox image's `pause` (from
+/// [`image::push_pause`]), ready only `ready_after` seconds after each container starts: a
+/// workload whose availability a test can watch drop and recover on a real node.
+pub fn pause_deployment(
+    name: &str,
+    namespace: &str,
+    image: &str,
+    replicas: i32,
+    ready_after: i32,
+) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": { "name": name, "namespace": namespace },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{
+                        "name": "pause",
+                        "image": image,
+                        "command": ["/pause"],
+                        "readinessProbe": {
+                            "exec": { "command": ["/pause", "ready"] },
+                            "initialDelaySeconds": ready_after,
+                            "periodSeconds": 1,
+                        },
+                    }],
+                },
+            },
+        },
+    })
+}
 pub use shared::{init_tracing, shared, spawn_controllers_once};

@@ -1,0 +1,382 @@
+//! Container images built here and pushed to the local registry, for nodes that have no other
+//! registry to pull from: the sandbox (pause) image every pod needs, the Flotilla image the
+//! hub and klusterlet pods run, and test workloads.
+//!
+//! ```text
+//!   files (path, bytes, mode) ──tar──gzip──▶ one layer ─┐
+//!   ImageConfig (entrypoint, user, env) ──────▶ config ──┼─▶ OCI manifest ──push──▶ 127.0.0.1:<port>/<repo>:<tag>
+//! ```
+//!
+//! One layer per image: these images are rebuilt whole when their inputs change, so layer
+//! sharing would buy nothing. The tar and OCI encodings are the `tar` and `oci-client` crates'.
+
+use std::{
+    collections::BTreeSet,
+    io::Write as _,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::Once,
+};
+
+use flate2::{Compression, write::GzEncoder};
+use oci_client::{
+    Client, Reference,
+    client::{ClientConfig, ClientProtocol, Config, ImageLayer},
+    manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest},
+    secrets::RegistryAuth,
+};
+use sha2::{Digest as _, Sha256};
+
+use crate::{
+    binary,
+    error::{Error, Result},
+    registry::Registry,
+};
+
+/// The user the Flotilla image runs as (distroless's `nonroot`): no process in it needs root.
+pub const NONROOT: &str = "65532:65532";
+/// Where the Flotilla image keeps the CA bundle, as Debian does (rustls-native-certs and Go read it).
+pub const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+/// The gzip level of layers: these images go to a loopback registry, where time matters more
+/// than bytes.
+const LAYER_COMPRESSION: Compression = Compression::fast();
+const LAYER_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+const CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
+
+/// One file of an image.
+#[derive(Clone, Debug)]
+pub struct ImageFile {
+    /// Absolute path inside the image.
+    pub path: String,
+    /// Its contents.
+    pub bytes: Vec<u8>,
+    /// Its permission bits.
+    pub mode: u32,
+}
+
+impl ImageFile {
+    /// An executable at `path`.
+    pub fn executable(path: &str, bytes: Vec<u8>) -> Self {
+        Self {
+            path: path.to_owned(),
+            bytes,
+            mode: 0o755,
+        }
+    }
+
+    /// A read-only data file at `path`.
+    pub fn data(path: &str, bytes: Vec<u8>) -> Self {
+        Self {
+            path: path.to_owned(),
+            bytes,
+            mode: 0o644,
+        }
+    }
+}
+
+/// What the runtime needs besides the files.
+#[derive(Clone, Debug, Default)]
+pub struct ImageConfig {
+    /// The command (`Entrypoint`); pods may add arguments.
+    pub entrypoint: Vec<String>,
+    /// `uid:gid`, root when empty.
+    pub user: Option<String>,
+    /// `NAME=value` entries.
+    pub env: Vec<String>,
+}
+
+/// Builds a one-layer image of `files` and pushes it to `registry` as `<repository>:<tag>`;
+/// returns the reference by digest (`127.0.0.1:<port>/<repository>@sha256:…`), which a node
+/// pulls exactly, whatever the tag points to later.
+pub async fn push(
+    registry: &Registry,
+    repository: &str,
+    tag: &str,
+    files: &[ImageFile],
+    config: &ImageConfig,
+) -> Result<String> {
+    let reference = registry.reference(repository, tag);
+    let fail = |what: &str, e: String| Error::Image(format!("{what} {reference}: {e}"));
+    let layer_tar = layer(files).map_err(|e| fail("build the layer of", e))?;
+    let diff_id = format!("sha256:{}", hex::encode(Sha256::digest(&layer_tar)));
+    let mut gzip = GzEncoder::new(Vec::new(), LAYER_COMPRESSION);
+    gzip.write_all(&layer_tar)
+        .map_err(|e| fail("compress the layer of", e.to_string()))?;
+    let compressed = gzip
+        .finish()
+        .map_err(|e| fail("compress the layer of", e.to_string()))?;
+    let config_bytes = serde_json::to_vec(&image_config(config, &diff_id))
+        .map_err(|e| fail("encode the config of", e.to_string()))?;
+
+    let layer = ImageLayer::new(compressed, LAYER_MEDIA_TYPE.to_owned(), None);
+    let config = Config::new(config_bytes, CONFIG_MEDIA_TYPE.to_owned(), None);
+    let mut manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+    manifest.media_type = Some(OCI_IMAGE_MEDIA_TYPE.to_owned());
+    let parsed: Reference = reference
+        .parse()
+        .map_err(|e: oci_client::ParseError| fail("parse", e.to_string()))?;
+    let auth = match registry.credentials() {
+        Some((user, password)) => RegistryAuth::Basic(user.to_owned(), password.to_owned()),
+        None => RegistryAuth::Anonymous,
+    };
+    let client = client();
+    client
+        .push(&parsed, &[layer], config, &auth, Some(manifest))
+        .await
+        .map_err(|e| fail("push", e.to_string()))?;
+    let digest = client
+        .fetch_manifest_digest(&parsed, &auth)
+        .await
+        .map_err(|e| fail("read the digest of", e.to_string()))?;
+    Ok(format!("{}/{repository}@{digest}", registry.host()))
+}
+
+/// The OCI image configuration: linux/amd64, one layer, the runtime settings.
+fn image_config(config: &ImageConfig, diff_id: &str) -> serde_json::Value {
+    let mut runtime = serde_json::json!({
+        "Entrypoint": config.entrypoint,
+        "Env": config.env,
+    });
+    if let Some(user) = &config.user {
+        runtime["User"] = user.clone().into();
+    }
+    serde_json::json!({
+        "architecture": std::env::consts::ARCH.replace("x86_64", "amd64").replace("aarch64", "arm64"),
+        "os": "linux",
+        "config": runtime,
+        "rootfs": { "type": "layers", "diff_ids": [diff_id] },
+    })
+}
+
+/// A tar of `files`, with an entry for every parent directory (runtimes resolve paths through
+/// them) and fixed owners and times, so equal inputs give equal layers.
+fn layer(files: &[ImageFile]) -> std::result::Result<Vec<u8>, String> {
+    let mut directories = BTreeSet::new();
+    for file in files {
+        if !file.path.starts_with('/') || file.path.split('/').any(|part| part == "..") {
+            return Err(format!("{} is not an absolute path inside the image", file.path));
+        }
+        let mut parent = Path::new(&file.path).parent();
+        while let Some(dir) = parent.filter(|d| *d != Path::new("/")) {
+            directories.insert(dir.to_path_buf());
+            parent = dir.parent();
+        }
+    }
+    let mut builder = tar::Builder::new(Vec::new());
+    for dir in &directories {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_mode(0o755);
+        header.set_size(0);
+        header.set_mtime(0);
+        let path = dir.strip_prefix("/").unwrap_or(dir);
+        builder
+            .append_data(&mut header, path, std::io::empty())
+            .map_err(|e| format!("add {}: {e}", dir.display()))?;
+    }
+    for file in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_mode(file.mode);
+        header.set_size(file.bytes.len() as u64);
+        header.set_mtime(0);
+        builder
+            .append_data(
+                &mut header,
+                file.path.trim_start_matches('/'),
+                file.bytes.as_slice(),
+            )
+            .map_err(|e| format!("add {}: {e}", file.path))?;
+    }
+    builder.into_inner().map_err(|e| format!("finish the tar: {e}"))
+}
+
+/// An OCI client for the loopback registry (plain HTTP).
+fn client() -> Client {
+    static PROVIDER: Once = Once::new();
+    PROVIDER.call_once(|| {
+        // oci-client is built without a default provider; another part of the process may
+        // have installed one already, which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    Client::new(ClientConfig {
+        protocol: ClientProtocol::Http,
+        ..ClientConfig::default()
+    })
+}
+
+/// The sandbox image every pod of a node starts with: a static `pause` that sleeps until
+/// signalled and reaps orphans. Built here from `pause.c` (no public registry is reachable).
+pub async fn push_pause(registry: &Registry) -> Result<String> {
+    let binary = tokio::task::spawn_blocking(pause_binary)
+        .await
+        .map_err(|e| Error::Binary(format!("build task: {e}")))??;
+    let bytes = std::fs::read(&binary).map_err(crate::error::io("read the pause binary"))?;
+    push(
+        registry,
+        "flotilla/pause",
+        "3.10",
+        &[ImageFile::executable("/pause", bytes)],
+        &ImageConfig {
+            entrypoint: vec!["/pause".into()],
+            ..ImageConfig::default()
+        },
+    )
+    .await
+}
+
+/// The pause program, compiled once with the machine's C compiler (static, so the image needs
+/// no libc) and cached by its source.
+pub fn pause_binary() -> Result<PathBuf> {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("pause");
+    let key = binary::source_key(&source, "cc -static -Os", |name| name.ends_with(".c"))?;
+    binary::cached_artifact("pause", &key, "pause", |out| {
+        let output = Command::new("cc")
+            .args(["-static", "-Os", "-s", "-o"])
+            .arg(out)
+            .arg(source.join("pause.c"))
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Error::Binary(format!("run `cc` (a C compiler builds the pause image): {e}")))?;
+        if !output.status.success() {
+            return Err(Error::Binary(format!(
+                "`cc` failed to build pause: {}",
+                String::from_utf8_lossy(&output.stderr)
+            )));
+        }
+        Ok(())
+    })
+}
+
+/// Pushes the Flotilla image: `binary` (debug sections stripped, the result cached by the
+/// binary's contents), the shared libraries it links, and the host's CA bundle so that HTTPS
+/// plugin pulls work inside it: the layout `deploy/Containerfile` builds, from the binary at
+/// hand instead of a fresh release build. Runs as [`NONROOT`], with the plugin cache on the
+/// volume `deploy/hub` mounts. Returns the reference by digest.
+pub async fn push_flotilla(registry: &Registry, binary: &Path) -> Result<String> {
+    let binary = binary.to_path_buf();
+    let files = tokio::task::spawn_blocking(move || flotilla_files(&binary))
+        .await
+        .map_err(|e| Error::Binary(format!("image task: {e}")))??;
+    push(
+        registry,
+        "flotilla/flotilla",
+        "local",
+        &files,
+        &ImageConfig {
+            entrypoint: vec!["/flotilla".into()],
+            user: Some(NONROOT.into()),
+            env: vec![
+                "FLOTILLA_CACHE_DIR=/var/cache/flotilla".into(),
+                format!("SSL_CERT_FILE={CA_BUNDLE}"),
+            ],
+        },
+    )
+    .await
+}
+
+fn flotilla_files(binary: &Path) -> Result<Vec<ImageFile>> {
+    let read =
+        |path: &Path| std::fs::read(path).map_err(crate::error::io(format!("read {}", path.display())));
+    let bytes = read(binary)?;
+    let key = hex::encode(Sha256::digest(&bytes));
+    let stripped = binary::cached_artifact("flotilla-image", &key, "flotilla", |out| {
+        let status = Command::new("strip")
+            .arg("--strip-debug")
+            .arg("-o")
+            .arg(out)
+            .arg(binary)
+            .stdin(Stdio::null())
+            .status()
+            .map_err(|e| Error::Binary(format!("run `strip`: {e}")))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(Error::Binary(format!("`strip` failed with {status}")))
+        }
+    })?;
+    let mut files = vec![ImageFile::executable("/flotilla", read(&stripped)?)];
+    for library in linked_libraries(binary)? {
+        let path = library.to_string_lossy().into_owned();
+        files.push(ImageFile::executable(&path, read(&library)?));
+    }
+    files.push(ImageFile::data(CA_BUNDLE, read(Path::new(CA_BUNDLE))?));
+    Ok(files)
+}
+
+/// The shared libraries `binary` loads, and its loader, as `ldd` resolves them on this host.
+pub fn linked_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
+    let output = Command::new("ldd")
+        .arg(binary)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::Binary(format!("run `ldd`: {e}")))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    Ok(parse_ldd(&text))
+}
+
+/// The absolute paths in `ldd` output: `libc.so.6 => /lib/…/libc.so.6 (0x…)` and the loader
+/// line `/lib64/ld-linux-x86-64.so.2 (0x…)`; `linux-vdso.so.1` has none.
+fn parse_ldd(text: &str) -> Vec<PathBuf> {
+    text.lines()
+        .filter_map(|line| {
+            let target = line.split("=>").last()?.trim();
+            let path = target.split_whitespace().next()?;
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ldd_output_gives_libraries_and_loader_but_not_the_vdso() {
+        let text = "\tlinux-vdso.so.1 (0x00007ffd)\n\
+                    \tlibgcc_s.so.1 => /lib/x86_64-linux-gnu/libgcc_s.so.1 (0x00007f)\n\
+                    \tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n\
+                    \t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n";
+        assert_eq!(
+            parse_ldd(text),
+            [
+                "/lib/x86_64-linux-gnu/libgcc_s.so.1",
+                "/lib/x86_64-linux-gnu/libc.so.6",
+                "/lib64/ld-linux-x86-64.so.2"
+            ]
+            .map(PathBuf::from)
+        );
+    }
+
+    #[test]
+    fn layer_holds_every_parent_directory_before_the_files() {
+        let tar = layer(&[ImageFile::data("/etc/ssl/certs/ca.crt", b"x".to_vec())]).unwrap();
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let entries: Vec<(String, bool)> = archive
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.path().unwrap().display().to_string(),
+                    e.header().entry_type().is_dir(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            entries,
+            [
+                ("etc".into(), true),
+                ("etc/ssl".into(), true),
+                ("etc/ssl/certs".into(), true),
+                ("etc/ssl/certs/ca.crt".into(), false)
+            ]
+        );
+    }
+
+    #[test]
+    fn layer_refuses_paths_that_leave_the_image() {
+        assert!(layer(&[ImageFile::data("relative", Vec::new())]).is_err());
+        assert!(layer(&[ImageFile::data("/a/../../b", Vec::new())]).is_err());
+    }
+}

@@ -1,0 +1,139 @@
+//! Makes the `kubernetes` Service of a local cluster reach its apiserver from the pods of local
+//! nodes, without kube-proxy.
+//!
+//! ```text
+//!   pod 10.244.N.x ──▶ <service address>:443 ──(nat PREROUTING, -i flt+, DNAT)──▶ 127.0.0.1:<apiserver port>
+//!   host process   ──▶ <service address>:443 ──(nat OUTPUT, DNAT)──────────────▶ 127.0.0.1:<apiserver port>
+//! ```
+//!
+//! Every apiserver listens on loopback only, so the DNAT needs `route_localnet` on the node's
+//! bridge. That setting alone would let a pod reach *any* loopback listener (another cluster's
+//! etcd, the registry) by sending packets to 127.0.0.1 through its gateway; [`loopback_guard`]
+//! drops every packet from the bridge to 127.0.0.0/8 that this DNAT did not produce, so a pod
+//! reaches exactly the apiservers routed here.
+//!
+//! Each rule is added once (`iptables -C` first) and deleted when its [`Rules`] is dropped.
+//! Every rule carries [`RULE_COMMENT`], so rules that a killed process left behind can be found.
+
+use std::{
+    net::Ipv4Addr,
+    process::{Command, Stdio},
+};
+
+use crate::{
+    controlplane::ControlPlane,
+    error::{Error, Result},
+};
+
+/// The comment on every rule added here.
+pub const RULE_COMMENT: &str = "flotilla local node";
+/// The name prefix of node bridges, which the routing rules match (`-i flt+`).
+pub const BRIDGE_PREFIX: &str = "flt";
+
+/// iptables rules owned by this process, deleted on drop (newest first).
+#[derive(Debug, Default)]
+pub struct Rules {
+    added: Vec<(String, Vec<String>)>,
+}
+
+impl Rules {
+    /// Appends (`-A`) or, with `first`, inserts (`-I`) `spec` into `chain` of `table`, unless an
+    /// identical rule is there already (then it is someone else's and stays after drop).
+    fn add(&mut self, table: &str, chain: &str, spec: &[String], first: bool) -> Result<()> {
+        let mut spec = spec.to_vec();
+        spec.extend(["-m", "comment", "--comment", RULE_COMMENT].map(String::from));
+        if iptables(table, "-C", chain, &spec).is_ok() {
+            return Ok(());
+        }
+        iptables(table, if first { "-I" } else { "-A" }, chain, &spec)?;
+        self.added.push((format!("{table} {chain}"), spec));
+        Ok(())
+    }
+}
+
+impl Drop for Rules {
+    fn drop(&mut self) {
+        for (place, spec) in self.added.drain(..).rev() {
+            let (table, chain) = place.split_once(' ').unwrap_or_default();
+            if let Err(e) = iptables(table, "-D", chain, &spec) {
+                tracing::warn!(error = %e, "remove a local node's iptables rule");
+            }
+        }
+    }
+}
+
+/// Routes `cp`'s `kubernetes` Service address (port 443) to its apiserver, for pods on every
+/// node bridge and for processes on this host.
+pub fn route_kubernetes_service(cp: &ControlPlane) -> Result<Rules> {
+    route(cp.service_address(), cp.port())
+}
+
+fn route(service: Ipv4Addr, apiserver_port: u16) -> Result<Rules> {
+    let mut rules = Rules::default();
+    let dnat = |from_bridges: bool| -> Vec<String> {
+        let mut spec = Vec::new();
+        if from_bridges {
+            spec.extend(["-i".to_owned(), format!("{BRIDGE_PREFIX}+")]);
+        }
+        spec.extend(
+            [
+                "-d",
+                &format!("{service}/32"),
+                "-p",
+                "tcp",
+                "--dport",
+                "443",
+                "-j",
+                "DNAT",
+                "--to-destination",
+                &format!("127.0.0.1:{apiserver_port}"),
+            ]
+            .map(String::from),
+        );
+        spec
+    };
+    rules.add("nat", "PREROUTING", &dnat(true), false)?;
+    rules.add("nat", "OUTPUT", &dnat(false), false)?;
+    Ok(rules)
+}
+
+/// Drops packets from `bridge` to loopback addresses unless a DNAT of [`route_kubernetes_service`]
+/// rewrote them: what `route_localnet` would otherwise let pods reach.
+pub fn loopback_guard(bridge: &str) -> Result<Rules> {
+    let mut rules = Rules::default();
+    let spec = [
+        "-i",
+        bridge,
+        "-d",
+        "127.0.0.0/8",
+        "-m",
+        "conntrack",
+        "!",
+        "--ctstate",
+        "DNAT",
+        "-j",
+        "DROP",
+    ]
+    .map(String::from);
+    rules.add("filter", "INPUT", &spec, true)?;
+    Ok(rules)
+}
+
+fn iptables(table: &str, action: &str, chain: &str, spec: &[String]) -> Result<()> {
+    // `-w`: several nodes may change rules at once; wait for the lock instead of failing.
+    let output = Command::new("iptables")
+        .args(["-w", "-t", table, action, chain])
+        .args(spec)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::Route(format!("run iptables (Debian package iptables): {e}")))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Route(format!(
+            "iptables -t {table} {action} {chain} {}: {}",
+            spec.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )))
+    }
+}
