@@ -1,8 +1,10 @@
-//! Flotilla as users install it, on a real node: the Flotilla image (built here, pushed to the
-//! local registry) runs the klusterlet that `flotilla join` deploys without `--local`, as a pod
-//! that reaches its own cluster through the `kubernetes` Service and the hub through the hub's;
-//! a ManifestWork's Deployment then runs real pods, and its `AvailableReplicas` feedback
-//! follows their readiness when a container is killed.
+//! Flotilla as users install it, on real nodes. The Flotilla image (built here, pushed to the
+//! local registry) runs the hub, installed with `kubectl apply -k deploy/crds` and `-k` of an
+//! overlay of deploy/hub that names the image (two replicas electing a leader, the webhook
+//! reached through its Service), and the klusterlet that `flotilla join` deploys without
+//! `--local`, as a pod that reaches its own cluster through the `kubernetes` Service and the hub
+//! through the hub's. A ManifestWork's Deployment then runs real pods, and its
+//! `AvailableReplicas` feedback follows their readiness when a container is killed.
 
 #![allow(
     clippy::unwrap_used,
@@ -11,9 +13,10 @@
 
 mod common;
 
+use std::path::Path;
 use std::time::Duration;
 
-use common::{flotilla_at, hub_token, ok, start_hub};
+use common::{flotilla_at, hub_token, ok};
 use flotilla_testing::{ControlPlane, Node, image, pause_deployment, registry::Registry, wait};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
@@ -32,6 +35,41 @@ fn available_replicas(work: &DynamicObject) -> Option<i64> {
         .find(|v| v["name"] == "AvailableReplicas")?
         .pointer("/fieldValue/integer")?
         .as_i64()
+}
+
+/// Runs kubectl against `cp`, failing with what it said.
+fn kubectl(cp: &ControlPlane, args: &[&str]) -> String {
+    let output = cp.kubectl().args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "kubectl {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A kustomize overlay in `dir` of deploy/hub that runs `image` (`<name>@<digest>`), as an
+/// operator points the base at their registry.
+fn hub_overlay(dir: &Path, image: &str) -> std::path::PathBuf {
+    let (name, digest) = image.split_once('@').unwrap();
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/hub");
+    let overlay = dir.join("hub-overlay");
+    std::fs::create_dir_all(&overlay).unwrap();
+    // Kustomize takes relative paths only: up to the root, then down to the base.
+    let overlay = overlay.canonicalize().unwrap();
+    let base = base.canonicalize().unwrap();
+    let up = "../".repeat(overlay.components().count() - 1);
+    let relative = format!("{up}{}", base.strip_prefix("/").unwrap().display());
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {relative}\n\
+             images:\n  - name: flotilla\n    newName: {name}\n    digest: {digest}\n"
+        ),
+    )
+    .unwrap();
+    overlay
 }
 
 async fn until_available(works: &Api<DynamicObject>, replicas: i64) {
@@ -53,27 +91,51 @@ async fn until_available(works: &Api<DynamicObject>, replicas: i64) {
 #[tokio::test]
 async fn klusterlet_pod_from_the_flotilla_image_runs_a_work_whose_feedback_follows_pods() {
     let (hub, cluster, registry) = tokio::join!(
-        ControlPlane::start("nodes-hub"),
+        ControlPlane::builder("nodes-hub").install_crds(false).start(),
         ControlPlane::start("nodes-cluster1"),
         Registry::start()
     );
     let (hub, cluster, registry) = (hub.unwrap(), cluster.unwrap(), registry.unwrap());
-    let mut node = Node::start(&cluster, &registry).await.unwrap();
+    let (hub_node, cluster_node) =
+        tokio::join!(Node::start(&hub, &registry), Node::start(&cluster, &registry));
+    let (hub_node, mut node) = (hub_node.unwrap(), cluster_node.unwrap());
     node.route(&hub).unwrap();
     let flotilla_image = image::push_flotilla(&registry, env!("CARGO_BIN_EXE_flotilla").as_ref())
         .await
         .unwrap();
     let pause = image::push_pause(&registry).await.unwrap();
-
     let state_dir = tempfile::tempdir().unwrap();
     let state = state_dir.path();
+
+    // The README's install, for real: the CRDs, then the hub's controllers from deploy/hub.
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    kubectl(&hub, &["apply", "-k", deploy.join("crds").to_str().unwrap()]);
+    let overlay = hub_overlay(state, &flotilla_image);
+    kubectl(&hub, &["apply", "-k", overlay.to_str().unwrap()]);
+    let hub_admin = hub.admin_client().await.unwrap();
+    let hub_deployments: Api<Deployment> = Api::namespaced(hub_admin.clone(), "open-cluster-management-hub");
+    let replicas = wait::until("two ready hub replicas", Duration::from_secs(120), || {
+        let hub_deployments = hub_deployments.clone();
+        async move {
+            let ready = hub_deployments
+                .get("flotilla-hub")
+                .await
+                .map_err(|e| e.to_string())?
+                .status
+                .and_then(|s| s.ready_replicas);
+            Ok::<_, String>((ready == Some(2)).then_some(()))
+        }
+    })
+    .await;
+    if let Err(e) = replicas {
+        panic!(
+            "{e}\nhub pods:\n{}\nkubelet:\n{}",
+            hub_node.pod_log_tail("open-cluster-management-hub", "flotilla-hub", 20),
+            hub_node.log_tail("kubelet", 20)
+        );
+    }
     let admin = hub.admin_kubeconfig();
     let token = hub_token(&ok(flotilla_at(state, admin, &["init"])));
-    let _hub = start_hub(
-        admin,
-        &state.join("hub.log"),
-        &["--plugin-cache-dir", state.join("cache").to_str().unwrap()],
-    );
 
     // The hub as pods see it: its `kubernetes` Service, which its certificate names.
     let hub_service = format!("https://{}:443", hub.service_address());
@@ -106,13 +168,20 @@ async fn klusterlet_pod_from_the_flotilla_image_runs_a_work_whose_feedback_follo
     );
     let managed = cluster.admin_client().await.unwrap();
     let klusterlet: Api<Deployment> = Api::namespaced(managed.clone(), "open-cluster-management-agent");
-    let ready = klusterlet
-        .get("klusterlet")
-        .await
-        .unwrap()
-        .status
-        .and_then(|s| s.ready_replicas);
-    assert_eq!(ready, Some(1), "the klusterlet runs as a ready pod");
+    wait::until("the klusterlet's pod ready", Duration::from_secs(60), || {
+        let klusterlet = klusterlet.clone();
+        async move {
+            let ready = klusterlet
+                .get("klusterlet")
+                .await
+                .map_err(|e| e.to_string())?
+                .status
+                .and_then(|s| s.ready_replicas);
+            Ok::<_, String>((ready == Some(1)).then_some(()))
+        }
+    })
+    .await
+    .unwrap();
 
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
         "work.open-cluster-management.io",

@@ -26,6 +26,17 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Reading an object failed.
+    #[error("read {kind} {name}: {source}")]
+    Get {
+        /// The object's kind.
+        kind: String,
+        /// The object's name.
+        name: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
     /// Server-side apply failed.
     #[error("apply {kind} {name}: {source}")]
     Apply {

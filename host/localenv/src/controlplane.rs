@@ -41,8 +41,8 @@ use crate::{
 /// Controllers the controller manager runs: CSR signing/approval/cleanup for cluster
 /// registration, garbage collection and namespace deletion for cleanup, service accounts and
 /// their tokens, the root CA config map, role aggregation, bootstrap-token upkeep, the
-/// workload controllers that add-on agents' Deployments and Jobs need, and node lifecycle for
-/// clusters with a node.
+/// workload controllers that add-on agents' Deployments and Jobs need, and node lifecycle and
+/// endpoints for clusters with a node.
 pub const CONTROLLERS: &[&str] = &[
     "csrsigning",
     "csrapproving",
@@ -60,6 +60,8 @@ pub const CONTROLLERS: &[&str] = &[
     "job",
     // Lifts the not-ready taint admission puts on a new node once its kubelet reports Ready.
     "nodelifecycle",
+    // Endpoints of Services backed by pods (a hub's webhook on a node).
+    "endpoint",
 ];
 
 /// The field manager used when the harness applies objects.
@@ -334,6 +336,9 @@ impl ControlPlane {
             format!("--service-cluster-ip-range={}", service_range(api_port)),
             // Loopback addresses may not be endpoints of the `kubernetes` service.
             "--endpoint-reconciler-type=none".into(),
+            // Webhooks behind a Service are dialled at a pod's address (there is no
+            // kube-proxy to route the Service's address).
+            "--enable-aggregator-routing=true".into(),
             "--profiling=false".into(),
             "--v=0".into(),
         ];

@@ -23,6 +23,7 @@
 use std::{
     fs,
     net::Ipv4Addr,
+    os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::Duration,
@@ -38,9 +39,18 @@ use crate::{
     image,
     processes::{self, Lifetime},
     registry::Registry,
-    service_route::{self, BRIDGE_PREFIX, Rules},
+    service_route::{self, BRIDGE_PREFIX, Rule, Rules},
     wait,
 };
+
+/// The file in a node's directory naming its bridge; its presence marks a node's directory.
+pub(crate) const BRIDGE_FILE: &str = "bridge";
+/// containerd's folder of the CRI namespace's tasks, below a node's directory.
+const TASK_DIR: &str = "containerd/state/io.containerd.runtime.v2.task/k8s.io";
+/// Where containerd's CNI binds pods' network namespaces.
+const NETNS_DIR: &str = "/run/netns";
+/// The file in a node's directory listing the iptables rules it added.
+const RULES_FILE: &str = "rules.json";
 
 /// Where Debian installs the CNI plugins.
 pub const CNI_BIN_DIR: &str = "/usr/lib/cni";
@@ -117,6 +127,8 @@ impl Node {
         let temp = crate::scratch::create(&name)?;
         let dir = temp.path().to_path_buf();
         let (bridge, subnet) = claim_bridge()?;
+        // Recorded at once, so that the bridge of a process killed from here on is found.
+        fs::write(dir.join(BRIDGE_FILE), &bridge).map_err(io("record the node's bridge"))?;
         let gateway = Ipv4Addr::new(10, 244, subnet, 1);
         let mut node = Node {
             name: name.clone(),
@@ -238,7 +250,14 @@ impl Node {
     pub fn route(&mut self, cluster: &ControlPlane) -> Result<()> {
         self.routes
             .push(service_route::route_kubernetes_service(cluster)?);
-        Ok(())
+        self.record_rules()
+    }
+
+    /// Writes every rule this node added to `<dir>/rules.json`, for [`release_orphan`].
+    fn record_rules(&self) -> Result<()> {
+        let rules: Vec<&Rule> = self.routes.iter().flat_map(Rules::rules).collect();
+        let text = serde_json::to_string(&rules).map_err(|e| Error::Node(format!("encode rules: {e}")))?;
+        fs::write(self.dir.join(RULES_FILE), text).map_err(io("record the node's iptables rules"))
     }
 
     fn prepare_bridge(&mut self, subnet: u8) -> Result<()> {
@@ -247,6 +266,7 @@ impl Node {
         ip(&["link", "set", &bridge, "up"])?;
         // The guard goes in before route_localnet opens loopback to this bridge.
         self.routes.push(service_route::loopback_guard(&bridge)?);
+        self.record_rules()?;
         let sysctl = format!("/proc/sys/net/ipv4/conf/{bridge}/route_localnet");
         fs::write(&sysctl, "1").map_err(io(format!("write {sysctl}")))?;
         Ok(())
@@ -408,6 +428,64 @@ impl Drop for Node {
         let _ = ip(&["link", "delete", &self.bridge]);
         self.routes.clear();
     }
+}
+
+/// Releases what the node in `dir` held when its process was killed before it could drop the
+/// node: the container shims (whose command line names `dir`) and the containers' processes,
+/// the pods' network namespaces, the mounts below `dir`, its bridge and its iptables rules. Called by the scratch
+/// sweep for directories whose owner has exited.
+pub(crate) fn release_orphan(dir: &Path) {
+    let needle = dir.to_string_lossy().into_owned();
+    // Container processes are in cgroup `/k8s.io/<container id>` (the kubelet gives no parent
+    // without per-QoS cgroups); the ids are the task folders containerd left in the state.
+    let suffixes: Vec<String> = fs::read_dir(dir.join(TASK_DIR))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|task| format!("/{CRI_NAMESPACE}/{}", task.file_name().to_string_lossy()))
+        .collect();
+    let ours = |pid: &str| {
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cgroups = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        String::from_utf8_lossy(&cmdline).contains(&needle)
+            || cgroups
+                .lines()
+                .any(|line| suffixes.iter().any(|suffix| line.ends_with(suffix.as_str())))
+    };
+    let pids: Vec<i32> = fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str().map(str::to_owned))
+        .filter(|name| name.chars().all(|c| c.is_ascii_digit()) && ours(name))
+        .filter_map(|name| name.parse().ok())
+        .collect();
+    // The pods' network namespaces are bound under /run/netns; find them by the namespace of
+    // the containers before those die.
+    let namespaces: Vec<(u64, u64)> = pids
+        .iter()
+        .filter_map(|pid| fs::metadata(format!("/proc/{pid}/ns/net")).ok())
+        .map(|ns| (ns.dev(), ns.ino()))
+        .collect();
+    for pid in pids {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
+    for entry in fs::read_dir(NETNS_DIR).into_iter().flatten().flatten() {
+        let bound = fs::metadata(entry.path()).is_ok_and(|ns| namespaces.contains(&(ns.dev(), ns.ino())));
+        if bound {
+            let _ = nix::mount::umount2(entry.path().as_path(), nix::mount::MntFlags::MNT_DETACH);
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+    unmount_below(dir);
+    if let Ok(bridge) = fs::read_to_string(dir.join(BRIDGE_FILE)) {
+        let _ = ip(&["link", "delete", bridge.trim()]);
+    }
+    let rules: Vec<Rule> = fs::read_to_string(dir.join(RULES_FILE))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    drop(Rules::adopt(rules));
 }
 
 /// Whether the node reports `Ready=True`.

@@ -3,7 +3,8 @@
 //! A `TempDir` removes itself when dropped, but shared control planes live in statics that are
 //! never dropped, and a test process that is killed drops nothing: each leaves ~125 MiB behind
 //! (etcd preallocates its WAL). So every directory records the process that owns it, and making
-//! a new one first removes those whose owner is gone.
+//! a new one first removes those whose owner is gone (a node's first releases its containers,
+//! mounts, bridge and rules).
 
 use std::{
     fs,
@@ -46,6 +47,9 @@ fn remove_orphans(parent: &Path) {
         ours && owner(path).is_some_and(|pid| !process_lives(pid))
     });
     for orphan in orphans.collect::<Vec<PathBuf>>() {
+        if orphan.join(crate::node::BRIDGE_FILE).exists() {
+            crate::node::release_orphan(&orphan);
+        }
         if let Err(error) = fs::remove_dir_all(&orphan) {
             tracing::debug!(dir = %orphan.display(), %error, "cannot remove an orphaned scratch directory");
         }

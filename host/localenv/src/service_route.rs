@@ -12,8 +12,10 @@
 //! drops every packet from the bridge to 127.0.0.0/8 that this DNAT did not produce, so a pod
 //! reaches exactly the apiservers routed here.
 //!
-//! Each rule is added once (`iptables -C` first) and deleted when its [`Rules`] is dropped.
-//! Every rule carries [`RULE_COMMENT`], so rules that a killed process left behind can be found.
+//! Each owner appends its own copy of a rule and deletes one copy when its [`Rules`] is dropped,
+//! so two nodes that route the same hub never take each other's route away. Every rule carries
+//! [`RULE_COMMENT`]; a node records its rules so that those of a killed process are removed by
+//! the next node that starts (see `crate::node`).
 
 use std::{
     net::Ipv4Addr,
@@ -30,32 +32,54 @@ pub const RULE_COMMENT: &str = "flotilla local node";
 /// The name prefix of node bridges, which the routing rules match (`-i flt+`).
 pub const BRIDGE_PREFIX: &str = "flt";
 
+/// One iptables rule: table, chain and the rule's specification.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Rule {
+    /// `nat` or `filter`.
+    pub table: String,
+    /// The chain it is in.
+    pub chain: String,
+    /// Its match and target arguments.
+    pub spec: Vec<String>,
+}
+
 /// iptables rules owned by this process, deleted on drop (newest first).
 #[derive(Debug, Default)]
 pub struct Rules {
-    added: Vec<(String, Vec<String>)>,
+    added: Vec<Rule>,
 }
 
 impl Rules {
-    /// Appends (`-A`) or, with `first`, inserts (`-I`) `spec` into `chain` of `table`, unless an
-    /// identical rule is there already (then it is someone else's and stays after drop).
+    /// Appends (`-A`) or, with `first`, inserts (`-I`) this owner's copy of `spec` into `chain`
+    /// of `table`.
     fn add(&mut self, table: &str, chain: &str, spec: &[String], first: bool) -> Result<()> {
         let mut spec = spec.to_vec();
         spec.extend(["-m", "comment", "--comment", RULE_COMMENT].map(String::from));
-        if iptables(table, "-C", chain, &spec).is_ok() {
-            return Ok(());
-        }
         iptables(table, if first { "-I" } else { "-A" }, chain, &spec)?;
-        self.added.push((format!("{table} {chain}"), spec));
+        self.added.push(Rule {
+            table: table.to_owned(),
+            chain: chain.to_owned(),
+            spec,
+        });
         Ok(())
+    }
+
+    /// The rules, oldest first.
+    pub fn rules(&self) -> &[Rule] {
+        &self.added
+    }
+
+    /// Takes over `rules` that another process added (and recorded), to delete them on drop.
+    pub fn adopt(rules: Vec<Rule>) -> Self {
+        Self { added: rules }
     }
 }
 
 impl Drop for Rules {
     fn drop(&mut self) {
-        for (place, spec) in self.added.drain(..).rev() {
-            let (table, chain) = place.split_once(' ').unwrap_or_default();
-            if let Err(e) = iptables(table, "-D", chain, &spec) {
+        for rule in self.added.drain(..).rev() {
+            // Deletes one copy: another owner's identical rule stays.
+            if let Err(e) = iptables(&rule.table, "-D", &rule.chain, &rule.spec) {
                 tracing::warn!(error = %e, "remove a local node's iptables rule");
             }
         }

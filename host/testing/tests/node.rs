@@ -1,14 +1,15 @@
 //! A real node on a local control plane: the kubelet registers and reports Ready, the
 //! scheduler places a Deployment's pod there, containerd runs it with runc from an image pushed
 //! to the local registry, a killed container is restarted and its readiness follows, and
-//! dropping the node leaves no mount, bridge or process behind.
+//! dropping the node leaves no mount, bridge or process behind; nor does a harness killed
+//! outright, once the next local environment starts.
 
 #![allow(
     clippy::unwrap_used,
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-use std::{process::Command, time::Duration};
+use std::{path::Path, process::Command, time::Duration};
 
 use flotilla_testing::{ControlPlane, Node, image, pause_deployment, registry::Registry, wait};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
@@ -28,8 +29,170 @@ async fn pod_state(pods: &Api<Pod>, app: &str) -> Option<(bool, i32)> {
     Some((container.ready, container.restart_count))
 }
 
+/// Names the file where [`orphaned_node`] writes its node's directory; unset, it does nothing.
+const ORPHAN_REPORT_ENV: &str = "FLOTILLA_TEST_ORPHAN_REPORT";
+
+/// Processes whose command line names `dir` (the node's container shims do).
+fn processes_naming(dir: &Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains(&needle).then_some(cmdline)
+        })
+        .collect()
+}
+
+/// Processes in any of the cgroups `cgroups` (`/k8s.io/<container id>`).
+fn processes_in(cgroups: &[String]) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            let lines = std::fs::read_to_string(entry.path().join("cgroup")).ok()?;
+            lines
+                .lines()
+                .any(|line| cgroups.iter().any(|c| line.ends_with(c.as_str())))
+                .then_some(pid)
+        })
+        .collect()
+}
+
+/// Held by each test that starts a node in this process, so that the namespaces and processes
+/// a test sees are its own node's.
+static NODES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The network namespaces bound under /run/netns.
+fn network_namespaces() -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The helper of [`a_killed_harness_leaves_nothing_once_the_next_environment_starts`], run in a
+/// child process: a node with a running pod, its directory reported, waiting to be killed.
+#[tokio::test]
+async fn orphaned_node() {
+    let Some(report) = std::env::var_os(ORPHAN_REPORT_ENV) else {
+        return;
+    };
+    let (cluster, registry) = tokio::join!(ControlPlane::start("orphan-cluster"), Registry::start());
+    let (cluster, registry) = (cluster.unwrap(), registry.unwrap());
+    let node = Node::start(&cluster, &registry).await.unwrap();
+    let pause = image::push_pause(&registry).await.unwrap();
+    let client = cluster.admin_client().await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let workload = pause_deployment("orphan", "default", &pause, 1, 0);
+    deployments
+        .create(&PostParams::default(), &serde_json::from_value(workload).unwrap())
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    wait::until("the orphan's pod ready", Duration::from_secs(90), || {
+        let pods = pods.clone();
+        async move {
+            let ready = pod_state(&pods, "orphan").await.is_some_and(|(ready, _)| ready);
+            Ok::<_, String>(ready.then_some(()))
+        }
+    })
+    .await
+    .unwrap();
+    std::fs::write(report, node.dir().to_str().unwrap()).unwrap();
+    std::future::pending::<()>().await;
+}
+
+#[tokio::test]
+async fn a_killed_harness_leaves_nothing_once_the_next_environment_starts() {
+    let _alone = NODES.lock().await;
+    let namespaces_before = network_namespaces();
+    let scratch = tempfile::tempdir().unwrap();
+    let report = scratch.path().join("orphan-dir");
+    let mut harness = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "orphaned_node", "--nocapture"])
+        .env(ORPHAN_REPORT_ENV, &report)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = wait::until("the orphan's node directory", Duration::from_secs(240), || {
+        let dir = std::fs::read_to_string(&report).ok();
+        async move { Ok::<_, String>(dir) }
+    })
+    .await
+    .unwrap();
+    let dir = Path::new(&dir).to_owned();
+    let bridge = std::fs::read_to_string(dir.join("bridge")).unwrap();
+    harness.kill().unwrap();
+    harness.wait().unwrap();
+    // No other node of this binary runs meanwhile (NODES), so the new ones are the orphan's.
+    let orphan_namespaces: Vec<String> = network_namespaces()
+        .into_iter()
+        .filter(|ns| !namespaces_before.contains(ns))
+        .collect();
+    assert!(
+        !orphan_namespaces.is_empty(),
+        "the orphan's pod has a network namespace"
+    );
+    assert!(
+        !processes_naming(&dir).is_empty(),
+        "the killed harness left its node's container shims running"
+    );
+
+    let containers: Vec<String> =
+        std::fs::read_dir(dir.join("containerd/state/io.containerd.runtime.v2.task/k8s.io"))
+            .unwrap()
+            .flatten()
+            .map(|task| format!("/k8s.io/{}", task.file_name().to_string_lossy()))
+            .collect();
+    assert!(
+        !processes_in(&containers).is_empty(),
+        "the killed harness left its containers running"
+    );
+
+    // Any new scratch directory sweeps the orphans first.
+    let _registry = Registry::start().await.unwrap();
+    assert!(!dir.exists(), "{} is still there", dir.display());
+    assert_eq!(processes_naming(&dir), Vec::<String>::new());
+    wait::until("the orphan's containers gone", Duration::from_secs(10), || {
+        let gone = processes_in(&containers).is_empty();
+        async move { Ok::<_, String>(gone.then_some(())) }
+    })
+    .await
+    .unwrap();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(dir.to_str().unwrap()), "mounts left:\n{mounts}");
+    let link = Command::new("ip")
+        .args(["link", "show", &bridge])
+        .output()
+        .unwrap();
+    assert!(!link.status.success(), "bridge {bridge} is still there");
+    let left: Vec<String> = network_namespaces()
+        .into_iter()
+        .filter(|ns| orphan_namespaces.contains(ns))
+        .collect();
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "the orphan's pods' network namespaces are still bound"
+    );
+    let rules = Command::new("iptables").args(["-S", "INPUT"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&rules.stdout).contains(&format!("-i {bridge} ")),
+        "the loopback guard of {bridge} is still there"
+    );
+}
+
 #[tokio::test]
 async fn a_pod_runs_restarts_and_leaves_nothing_behind() {
+    let _alone = NODES.lock().await;
     let (cluster, registry) = tokio::join!(ControlPlane::start("node-cluster"), Registry::start());
     let (cluster, registry) = (cluster.unwrap(), registry.unwrap());
     let node = Node::start(&cluster, &registry).await.unwrap();

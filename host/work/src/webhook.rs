@@ -584,8 +584,8 @@ pub fn converts_through(crd: &CustomResourceDefinition, endpoint: &Endpoint, ca_
 }
 
 /// Keeps the add-on CRDs converting through `endpoint` for as long as it runs: an installer that
-/// applies the CRDs again (`flotilla init`, `kubectl apply -f deploy/crds`) resets their
-/// conversion to `None`, and the hub points it back at once.
+/// resets their conversion to `None` (Flotilla's own keep a hub's webhook, see
+/// `flotilla_kube::crds::keep_live_conversion`), and the hub points it back at once.
 pub async fn keep_conversion(client: kube::Client, endpoint: Endpoint, ca_pem: String) {
     use futures::StreamExt as _;
     use kube_runtime::{WatchStreamExt as _, watcher};
