@@ -11,22 +11,10 @@
 
 use std::path::{Path, PathBuf};
 
-use flotilla_testing::ControlPlane;
+use flotilla_testing::{ControlPlane, kubectl};
 
 fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
-}
-
-/// Runs kubectl against `cp` and returns its standard output, failing with what it said.
-fn kubectl(cp: &ControlPlane, args: &[&str]) -> String {
-    let output = cp.kubectl().args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "kubectl {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 #[tokio::test]

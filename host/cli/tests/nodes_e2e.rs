@@ -13,11 +13,12 @@
 
 mod common;
 
-use std::path::Path;
-use std::time::Duration;
+use std::{path::Path, time::Duration};
 
 use common::{flotilla_at, hub_token, ok};
-use flotilla_testing::{ControlPlane, Node, image, pause_deployment, registry::Registry, wait};
+use flotilla_testing::{
+    ControlPlane, Node, image, kubectl, pause_deployment, registry::Registry, until_ready_replicas, wait,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api,
@@ -35,18 +36,6 @@ fn available_replicas(work: &DynamicObject) -> Option<i64> {
         .find(|v| v["name"] == "AvailableReplicas")?
         .pointer("/fieldValue/integer")?
         .as_i64()
-}
-
-/// Runs kubectl against `cp`, failing with what it said.
-fn kubectl(cp: &ControlPlane, args: &[&str]) -> String {
-    let output = cp.kubectl().args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "kubectl {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// A kustomize overlay in `dir` of deploy/hub that runs `image` (`<name>@<digest>`), as an
@@ -114,19 +103,7 @@ async fn klusterlet_pod_from_the_flotilla_image_runs_a_work_whose_feedback_follo
     kubectl(&hub, &["apply", "-k", overlay.to_str().unwrap()]);
     let hub_admin = hub.admin_client().await.unwrap();
     let hub_deployments: Api<Deployment> = Api::namespaced(hub_admin.clone(), "open-cluster-management-hub");
-    let replicas = wait::until("two ready hub replicas", Duration::from_secs(120), || {
-        let hub_deployments = hub_deployments.clone();
-        async move {
-            let ready = hub_deployments
-                .get("flotilla-hub")
-                .await
-                .map_err(|e| e.to_string())?
-                .status
-                .and_then(|s| s.ready_replicas);
-            Ok::<_, String>((ready == Some(2)).then_some(()))
-        }
-    })
-    .await;
+    let replicas = until_ready_replicas(&hub_deployments, "flotilla-hub", 2, Duration::from_secs(120)).await;
     if let Err(e) = replicas {
         panic!(
             "{e}\nhub pods:\n{}\nkubelet:\n{}",
@@ -168,20 +145,9 @@ async fn klusterlet_pod_from_the_flotilla_image_runs_a_work_whose_feedback_follo
     );
     let managed = cluster.admin_client().await.unwrap();
     let klusterlet: Api<Deployment> = Api::namespaced(managed.clone(), "open-cluster-management-agent");
-    wait::until("the klusterlet's pod ready", Duration::from_secs(60), || {
-        let klusterlet = klusterlet.clone();
-        async move {
-            let ready = klusterlet
-                .get("klusterlet")
-                .await
-                .map_err(|e| e.to_string())?
-                .status
-                .and_then(|s| s.ready_replicas);
-            Ok::<_, String>((ready == Some(1)).then_some(()))
-        }
-    })
-    .await
-    .unwrap();
+    until_ready_replicas(&klusterlet, "klusterlet", 1, Duration::from_secs(60))
+        .await
+        .unwrap();
 
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
         "work.open-cluster-management.io",

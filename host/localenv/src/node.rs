@@ -25,7 +25,7 @@ use std::{
     net::Ipv4Addr,
     os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::Child,
     time::Duration,
 };
 
@@ -367,25 +367,10 @@ impl Node {
 
     /// Runs `ctr` against this node's containerd, in the CRI namespace; returns its output.
     fn ctr(&self, args: &[&str]) -> Result<String> {
-        let output = Command::new("ctr")
-            .arg(format!(
-                "--address={}",
-                self.dir.join("containerd.sock").display()
-            ))
-            .args(["--namespace", CRI_NAMESPACE])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| Error::Node(format!("run ctr: {e}")))?;
-        if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-        } else {
-            Err(Error::Node(format!(
-                "ctr {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&output.stderr).trim()
-            )))
-        }
+        let address = format!("--address={}", self.dir.join("containerd.sock").display());
+        let mut full = vec![address.as_str(), "--namespace", CRI_NAMESPACE];
+        full.extend_from_slice(args);
+        processes::run_tool("ctr", "containerd", &full).map_err(Error::Node)
     }
 
     /// Removes every container with its task, and the network namespaces of the pods, while
@@ -515,20 +500,9 @@ fn claim_bridge() -> Result<(String, u8)> {
 }
 
 fn ip(args: &[&str]) -> Result<()> {
-    let output = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Error::Node(format!("run ip (Debian package iproute2): {e}")))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(Error::Node(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        )))
-    }
+    processes::run_tool("ip", "iproute2", args)
+        .map(drop)
+        .map_err(Error::Node)
 }
 
 /// The network namespace file of a pod sandbox, from `ctr containers info` output.

@@ -365,3 +365,23 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
     let all: Vec<String> = BufReader::new(file).lines().map_while(|l| l.ok()).collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
+
+/// Runs `program` with `args` to completion (standard input closed) and returns its standard
+/// output; on failure, a message naming the command and what it wrote to standard error, or
+/// the Debian `package` that provides it when it cannot be run.
+pub fn run_tool(program: &str, package: &str, args: &[&str]) -> std::result::Result<String, String> {
+    let output = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("run {program} (Debian package {package}): {e}"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{program} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}

@@ -17,14 +17,12 @@
 //! [`RULE_COMMENT`]; a node records its rules so that those of a killed process are removed by
 //! the next node that starts (see `crate::node`).
 
-use std::{
-    net::Ipv4Addr,
-    process::{Command, Stdio},
-};
+use std::net::Ipv4Addr;
 
 use crate::{
     controlplane::ControlPlane,
     error::{Error, Result},
+    processes,
 };
 
 /// The comment on every rule added here.
@@ -145,19 +143,9 @@ pub fn loopback_guard(bridge: &str) -> Result<Rules> {
 
 fn iptables(table: &str, action: &str, chain: &str, spec: &[String]) -> Result<()> {
     // `-w`: several nodes may change rules at once; wait for the lock instead of failing.
-    let output = Command::new("iptables")
-        .args(["-w", "-t", table, action, chain])
-        .args(spec)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Error::Route(format!("run iptables (Debian package iptables): {e}")))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(Error::Route(format!(
-            "iptables -t {table} {action} {chain} {}: {}",
-            spec.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        )))
-    }
+    let mut args = vec!["-w", "-t", table, action, chain];
+    args.extend(spec.iter().map(String::as_str));
+    processes::run_tool("iptables", "iptables", &args)
+        .map(drop)
+        .map_err(Error::Route)
 }

@@ -25,6 +25,46 @@ pub use flotilla_localenv::{
     image, kubeconfig, node, pki, plugins, ports, processes, registry, service_route, wait,
 };
 
+/// Runs kubectl (the server's version) as `cp`'s admin with `args` and returns its standard
+/// output; panics with everything it said when it fails.
+pub fn kubectl(cp: &ControlPlane, args: &[&str]) -> String {
+    let output = cp
+        .kubectl()
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run kubectl: {e}"));
+    assert!(
+        output.status.success(),
+        "kubectl {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Waits until Deployment `name` reports `replicas` ready replicas.
+pub async fn until_ready_replicas(
+    deployments: &kube::Api<k8s_openapi::api::apps::v1::Deployment>,
+    name: &str,
+    replicas: i32,
+    timeout: std::time::Duration,
+) -> Result<()> {
+    wait::until(
+        &format!("{replicas} ready replicas of {name}"),
+        timeout,
+        || async {
+            let ready = deployments
+                .get(name)
+                .await
+                .map_err(|e| e.to_string())?
+                .status
+                .and_then(|s| s.ready_replicas);
+            Ok::<_, String>((ready == Some(replicas)).then_some(()))
+        },
+    )
+    .await
+}
+
 /// A Deployment of `replicas` pods running the sandbox image's `pause` (from
 /// [`image::push_pause`]), ready only `ready_after` seconds after each container starts: a
 /// workload whose availability a test can watch drop and recover on a real node.
