@@ -301,6 +301,11 @@ impl Node {
         self.gateway
     }
 
+    /// The node's bridge, which its pods' interfaces are attached to.
+    pub fn bridge(&self) -> &str {
+        &self.bridge
+    }
+
     /// The directory holding the node's configuration, state and logs.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -296,7 +296,8 @@ pub enum Lifetime {
     Tied,
     /// Like [`Lifetime::Tied`], for programs that do not watch their standard input
     /// (containerd): started through `setpriv --pdeathsig KILL`, so the kernel kills it when
-    /// the thread that started it exits.
+    /// the thread that started it exits. Start it from a thread that lives as long as it
+    /// should (an async task's, not tokio's blocking pool, whose idle threads end).
     TiedByKernel,
     /// It outlives this process (own process group, so a terminal's hang-up or Ctrl-C does not
     /// reach it); something else stops it later.

@@ -2,7 +2,8 @@
 //! scheduler places a Deployment's pod there, containerd runs it with runc from an image pushed
 //! to the local registry, a killed container is restarted and its readiness follows, and
 //! dropping the node leaves no mount, bridge or process behind; nor does a harness killed
-//! outright, once the next local environment starts.
+//! outright, once the next local environment starts. A hostile pod reaches its cluster's
+//! apiserver through the `kubernetes` Service and nothing else listening on loopback.
 
 #![allow(
     clippy::unwrap_used,
@@ -243,4 +244,134 @@ async fn a_pod_runs_restarts_and_leaves_nothing_behind() {
         !String::from_utf8_lossy(&addresses.stdout).contains(&bridge_of_node),
         "the node's bridge ({bridge_of_node}) is still there"
     );
+}
+
+/// A network namespace on a node's bridge standing in for a hostile pod with CAP_NET_ADMIN: its
+/// loopback is down and 127.0.0.0/8 is routed through the node's gateway, so its packets to
+/// 127.0.0.1 arrive at the host, where `route_localnet` (which the Service routing needs) would
+/// deliver them to whatever listens on loopback.
+struct HostilePod {
+    namespace: String,
+}
+
+impl HostilePod {
+    fn attach(node: &Node) -> Self {
+        let ip = |args: &[&str]| {
+            let output = Command::new("ip").args(args).output().unwrap();
+            assert!(
+                output.status.success(),
+                "ip {args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        let namespace = format!("flt-hostile-{}", std::process::id());
+        let veth = format!("flth{}", std::process::id() % 100_000);
+        let [a, b, c, _] = node.address().octets();
+        let address = format!("{a}.{b}.{c}.250/24");
+        let gateway = node.address().to_string();
+        ip(&["netns", "add", &namespace]);
+        let pod = Self { namespace };
+        let ns = pod.namespace.as_str();
+        ip(&[
+            "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", ns,
+        ]);
+        ip(&["link", "set", &veth, "master", node.bridge(), "up"]);
+        ip(&["-n", ns, "addr", "add", &address, "dev", "eth0"]);
+        ip(&["-n", ns, "link", "set", "eth0", "up"]);
+        let sysctl = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                "net.ipv4.conf.eth0.route_localnet=1",
+            ])
+            .status()
+            .unwrap();
+        assert!(sysctl.success());
+        ip(&[
+            "-n",
+            ns,
+            "route",
+            "add",
+            "127.0.0.0/8",
+            "via",
+            &gateway,
+            "dev",
+            "eth0",
+        ]);
+        ip(&[
+            "-n", ns, "route", "add", "default", "via", &gateway, "dev", "eth0",
+        ]);
+        pod
+    }
+
+    /// Whether a TCP connection to `host:port` opens within three seconds.
+    fn connects(&self, host: &str, port: u16) -> bool {
+        Command::new("ip")
+            .args(["netns", "exec", &self.namespace, "timeout", "3", "bash", "-c"])
+            .arg(format!("exec 3<>/dev/tcp/{host}/{port}"))
+            .status()
+            .unwrap()
+            .success()
+    }
+}
+
+impl Drop for HostilePod {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &self.namespace])
+            .status();
+    }
+}
+
+/// The iptables arguments of the node's loopback guard (`-A INPUT … -j DROP`).
+fn loopback_guard(bridge: &str) -> Vec<String> {
+    let rules = Command::new("iptables").args(["-S", "INPUT"]).output().unwrap();
+    let rules = String::from_utf8_lossy(&rules.stdout).into_owned();
+    let line = rules
+        .lines()
+        .find(|line| line.contains(&format!("-i {bridge} ")) && line.ends_with("-j DROP"))
+        .unwrap_or_else(|| panic!("no loopback guard for {bridge}:\n{rules}"));
+    // `-S` quotes the comment; unquote it for the argument list.
+    let (head, comment) = line.split_once("--comment ").unwrap();
+    let (comment, tail) = comment.trim_start_matches('"').split_once('"').unwrap();
+    let mut args: Vec<String> = head.split_whitespace().map(String::from).collect();
+    args.extend(["--comment".to_owned(), comment.to_owned()]);
+    args.extend(tail.split_whitespace().map(String::from));
+    args
+}
+
+#[tokio::test]
+async fn a_pod_reaches_its_apiserver_and_no_other_loopback_listener() {
+    let _alone = NODES.lock().await;
+    let (cluster, registry) = tokio::join!(ControlPlane::start("guard-cluster"), Registry::start());
+    let (cluster, registry) = (cluster.unwrap(), registry.unwrap());
+    let node = Node::start(&cluster, &registry).await.unwrap();
+    let pod = HostilePod::attach(&node);
+
+    // The `kubernetes` Service: DNAT to the apiserver on loopback, let through.
+    assert!(pod.connects(&cluster.service_address().to_string(), 443));
+    // The registry (and every other cluster's etcd and apiserver) listens on loopback too.
+    assert!(
+        !pod.connects("127.0.0.1", registry.port()),
+        "the guard let a pod reach loopback"
+    );
+
+    // Without the guard the same packets reach the registry: the guard is what refuses them.
+    let guard = loopback_guard(node.bridge());
+    let toggle = |action: &str| {
+        let mut args = guard.clone();
+        args[0] = action.to_owned();
+        assert!(Command::new("iptables").args(&args).status().unwrap().success());
+    };
+    toggle("-D");
+    let reached = pod.connects("127.0.0.1", registry.port());
+    toggle("-I");
+    assert!(
+        reached,
+        "without the guard the hostile pod should reach the registry"
+    );
+    assert!(!pod.connects("127.0.0.1", registry.port()));
 }
