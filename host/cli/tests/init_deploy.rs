@@ -192,7 +192,7 @@ async fn init_dry_run_prints_what_a_hub_accepts_and_init_image_installs_the_hub_
         ),
     );
     for args in [
-        ["apply", "--dry-run=server", "-f", &format!("{deploy}/crds")],
+        ["apply", "--dry-run=server", "-k", &format!("{deploy}/crds")],
         ["apply", "--dry-run=server", "-k", &format!("{deploy}/hub")],
         ["apply", "--dry-run=server", "-k", &format!("{deploy}/klusterlet")],
     ] {
