@@ -761,18 +761,29 @@ pub fn stop_detached(dir: &Path) -> Result<ControlPlaneState> {
     Ok(state)
 }
 
-/// The Service range of the control plane whose apiserver listens on `port`: a /28 inside
-/// 10.96.0.0/12 derived from the port, so that every apiserver on this host (ports are unique)
-/// has its own, and the `kubernetes` Service address says which apiserver it stands for.
+/// The block every local control plane's Service range is cut from (10.64.0.0/10: clear of
+/// the nodes' pod subnets, 10.244.0.0/16).
+const SERVICE_BLOCK: Ipv4Addr = Ipv4Addr::new(10, 64, 0, 0);
+/// Bits of a control plane's Service range: a /26, 62 Service addresses per cluster; 65 536
+/// ports of 64 addresses fill the /10 exactly.
+const SERVICE_RANGE_BITS: u32 = 6;
+
+/// The Service range of the control plane whose apiserver listens on `port`: a /26 inside
+/// [`SERVICE_BLOCK`] derived from the port, so that every apiserver on this host (ports are
+/// unique) has its own, and the `kubernetes` Service address says which apiserver it stands
+/// for.
 pub fn service_range(port: u16) -> String {
-    let base = u32::from(Ipv4Addr::new(10, 96, 0, 0)) + (u32::from(port) << 4);
-    format!("{}/28", Ipv4Addr::from(base))
+    format!("{}/{}", range_start(port), 32 - SERVICE_RANGE_BITS)
 }
 
 /// The `kubernetes` Service address of the apiserver on `port`: the first of its range, as the
 /// apiserver allocates it.
 pub fn kubernetes_service_address(port: u16) -> Ipv4Addr {
-    Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 96, 0, 0)) + (u32::from(port) << 4) + 1)
+    Ipv4Addr::from(u32::from(range_start(port)) + 1)
+}
+
+fn range_start(port: u16) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(SERVICE_BLOCK) + (u32::from(port) << SERVICE_RANGE_BITS))
 }
 
 /// Asks the kernel for a free loopback port. Another process may take it before it is used;
@@ -788,10 +799,10 @@ mod tests {
 
     #[test]
     fn each_port_has_its_own_service_range_inside_the_service_block() {
-        assert_eq!(service_range(6443), "10.97.146.176/28");
-        assert_eq!(kubernetes_service_address(6443), Ipv4Addr::new(10, 97, 146, 177));
-        // The highest port still lands inside 10.96.0.0/12.
-        assert_eq!(service_range(u16::MAX), "10.111.255.240/28");
+        assert_eq!(service_range(6443), "10.70.74.192/26");
+        assert_eq!(kubernetes_service_address(6443), Ipv4Addr::new(10, 70, 74, 193));
+        // The highest port's range still ends inside 10.64.0.0/10.
+        assert_eq!(service_range(u16::MAX), "10.127.255.192/26");
         assert_ne!(service_range(40000), service_range(40001));
     }
 }
