@@ -5,6 +5,12 @@
 //! `--local`, as a pod that reaches its own cluster through the `kubernetes` Service and the hub
 //! through the hub's. A ManifestWork's Deployment then runs real pods, and its
 //! `AvailableReplicas` feedback follows their readiness when a container is killed.
+//!
+//! Then real add-on agents: the helloworld agent (`plugins/helloworld/agent`, its image built
+//! here) runs as helloworld's pod with the credential the klusterlet obtained for it: the add-on
+//! is Available because its lease is renewed, and a ConfigMap of the cluster namespace on the hub
+//! appears on the cluster. helloworld-config runs the same agent with health mode `customized`:
+//! Available from its Deployment's feedback, not Available while its container is down.
 
 #![allow(
     clippy::unwrap_used,
@@ -16,13 +22,19 @@ mod common;
 use std::{path::Path, time::Duration};
 
 use common::{flotilla_at, hub_token, ok};
+use flotilla_api::addon::{consts::managed_cluster_addon as mca, v1alpha1::ManagedClusterAddOn};
+use flotilla_test_plugins as plugins;
 use flotilla_testing::{
     ControlPlane, Node, image, kubectl, pause_deployment, registry::Registry, until_ready_replicas, wait,
 };
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::{
+    ByteString,
+    api::{apps::v1::Deployment, core::v1::ConfigMap},
+};
 use kube::{
     Api,
-    api::{DynamicObject, PostParams},
+    api::{DeleteParams, DynamicObject, ObjectMeta, PostParams},
     core::GroupVersionKind,
     discovery::ApiResource,
 };
@@ -75,6 +87,86 @@ async fn until_available(works: &Api<DynamicObject>, replicas: i64) {
     )
     .await
     .unwrap();
+}
+
+/// Where the test keeps plugin components for the hub: its pods have no route to the loopback
+/// registry, so the plugins come from ConfigMaps.
+const PLUGIN_NAMESPACE: &str = "default";
+const INSTALL_NAMESPACE: &str = "open-cluster-management-agent-addon";
+
+/// Registers the component at `path` as add-on `name` from a ConfigMap (gzip-compressed).
+async fn register_from_configmap(hub: &kube::Client, state: &Path, admin: &Path, name: &str, path: &str) {
+    use std::io::Write as _;
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gzip.write_all(&std::fs::read(path).unwrap()).unwrap();
+    let configmap = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}-plugin")),
+            ..ObjectMeta::default()
+        },
+        binary_data: Some([("plugin.wasm".to_owned(), ByteString(gzip.finish().unwrap()))].into()),
+        ..ConfigMap::default()
+    };
+    Api::<ConfigMap>::namespaced(hub.clone(), PLUGIN_NAMESPACE)
+        .create(&PostParams::default(), &configmap)
+        .await
+        .unwrap();
+    let source = format!("{PLUGIN_NAMESPACE}/{name}-plugin");
+    ok(flotilla_at(
+        state,
+        admin,
+        &["plugin", "register", name, "--configmap", &source],
+    ));
+    let cmas: Api<flotilla_api::addon::v1alpha1::ClusterManagementAddOn> = Api::all(hub.clone());
+    wait::until(
+        &format!("ClusterManagementAddOn {name}"),
+        Duration::from_secs(120),
+        || async { cmas.get_opt(name).await.map(|c| c.map(|_| ())) },
+    )
+    .await
+    .unwrap();
+    ok(flotilla_at(
+        state,
+        admin,
+        &["addon", "enable", "--names", name, "--clusters", "cluster1"],
+    ));
+}
+
+/// Waits until the `Available` condition of add-on `addon` on cluster1 satisfies `check`;
+/// on a timeout, fails with the agent's pod log and the kubelet's.
+async fn until_addon(
+    hub: &kube::Client,
+    node: &Node,
+    addon: &str,
+    check: impl Fn(&Condition) -> bool,
+) -> Condition {
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(hub.clone(), "cluster1");
+    let found = wait::until(
+        &format!("{addon}'s Available on cluster1"),
+        Duration::from_secs(120),
+        || async {
+            let conditions = api
+                .get_opt(addon)
+                .await
+                .map_err(|e| e.to_string())?
+                .and_then(|a| a.status)
+                .map(|s| s.conditions)
+                .unwrap_or_default();
+            match conditions.iter().find(|c| c.type_ == mca::CONDITION_AVAILABLE) {
+                Some(c) if check(c) => Ok(Some(c.clone())),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    found.unwrap_or_else(|e| {
+        panic!(
+            "{e}\nagent:\n{}\nklusterlet:\n{}\nkubelet:\n{}",
+            node.pod_log_tail(INSTALL_NAMESPACE, "helloworld-agent", 20),
+            node.pod_log_tail("open-cluster-management-agent", "klusterlet", 20),
+            node.log_tail("kubelet", 10)
+        )
+    })
 }
 
 #[tokio::test]
@@ -179,4 +271,120 @@ async fn klusterlet_pod_from_the_flotilla_image_runs_a_work_whose_feedback_follo
     node.kill_container("pause").unwrap();
     until_available(&works, 1).await;
     until_available(&works, 2).await;
+
+    real_addon_agents(&hub_admin, &managed, &node, &registry, state, admin).await;
+}
+
+/// helloworld and helloworld-config with the real helloworld agent (see the module docs).
+async fn real_addon_agents(
+    hub: &kube::Client,
+    managed: &kube::Client,
+    node: &Node,
+    registry: &Registry,
+    state: &Path,
+    admin: &Path,
+) {
+    image::push_helloworld_agent(registry).await.unwrap();
+    register_from_configmap(hub, state, admin, "helloworld", plugins::HELLOWORLD).await;
+    let available = until_addon(hub, node, "helloworld", |c| c.status == "True").await;
+    assert_eq!(available.reason, mca::REASON_LEASE_UPDATED, "{available:?}");
+
+    // The agent's visible work: a ConfigMap of the cluster namespace on the hub is copied.
+    let greeting = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("greeting".to_owned()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("hello".to_owned(), "world".to_owned())].into()),
+        ..ConfigMap::default()
+    };
+    Api::<ConfigMap>::namespaced(hub.clone(), "cluster1")
+        .create(&PostParams::default(), &greeting)
+        .await
+        .unwrap();
+    let copies: Api<ConfigMap> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);
+    wait::until(
+        "the agent copies ConfigMap greeting",
+        Duration::from_secs(60),
+        || async {
+            let copy = copies.get_opt("greeting").await?;
+            Ok::<_, kube::Error>(
+                copy.and_then(|c| c.data)
+                    .filter(|d| d.get("hello").is_some_and(|v| v == "world")),
+            )
+        },
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "{e}\nagent:\n{}",
+            node.pod_log_tail(INSTALL_NAMESPACE, "helloworld-agent", 20)
+        )
+    });
+
+    // helloworld-config renders the same Deployment: helloworld goes first.
+    ok(flotilla_at(
+        state,
+        admin,
+        &[
+            "addon",
+            "disable",
+            "--names",
+            "helloworld",
+            "--clusters",
+            "cluster1",
+        ],
+    ));
+    let deployments: Api<Deployment> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);
+    wait::until(
+        "helloworld's agent is removed",
+        Duration::from_secs(60),
+        || async {
+            Ok::<_, kube::Error>(
+                deployments
+                    .get_opt("helloworld-agent")
+                    .await?
+                    .is_none()
+                    .then_some(()),
+            )
+        },
+    )
+    .await
+    .unwrap();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);
+    pods.delete_collection(&DeleteParams::default().grace_period(0), &Default::default())
+        .await
+        .unwrap();
+
+    register_from_configmap(hub, state, admin, "helloworld-config", plugins::HELLOWORLD_CONFIG).await;
+    let available = until_addon(hub, node, "helloworld-config", |c| c.status == "True").await;
+    assert_eq!(available.reason, mca::REASON_PROBE_AVAILABLE, "{available:?}");
+    // Its container dies: the Deployment has no ready replica until the kubelet restarts it,
+    // and the plugin's verdict follows. A restart may be quicker than the verdict, so the
+    // container is killed again until the verdict is seen (the kubelet backs off longer each time).
+    let mut verdict = None;
+    for _ in 0..5 {
+        node.kill_container("helloworld-agent").unwrap();
+        let api: Api<ManagedClusterAddOn> = Api::namespaced(hub.clone(), "cluster1");
+        verdict = wait::until(
+            "helloworld-config not Available",
+            Duration::from_secs(20),
+            || async {
+                let status = api.get("helloworld-config").await?.status.unwrap_or_default();
+                let available = status
+                    .conditions
+                    .into_iter()
+                    .find(|c| c.type_ == mca::CONDITION_AVAILABLE);
+                Ok::<_, kube::Error>(available.filter(|c| c.status != "True"))
+            },
+        )
+        .await
+        .ok();
+        if verdict.is_some() {
+            break;
+        }
+    }
+    let verdict = verdict.expect("helloworld-config's verdict never left Available while its agent was down");
+    assert_eq!(verdict.reason, mca::REASON_PROBE_UNAVAILABLE, "{verdict:?}");
+    until_addon(hub, node, "helloworld-config", |c| c.status == "True").await;
 }

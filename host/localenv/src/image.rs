@@ -1,6 +1,6 @@
 //! Container images built here and pushed to the local registry, for nodes that have no other
 //! registry to pull from: the sandbox (pause) image every pod needs, the Flotilla image the
-//! hub and klusterlet pods run, and test workloads.
+//! hub and klusterlet pods run, the helloworld agent, and test workloads.
 //!
 //! ```text
 //!   files (path, bytes, mode) ──tar──gzip──▶ one layer ─┐
@@ -248,39 +248,84 @@ pub fn pause_binary() -> Result<PathBuf> {
     })
 }
 
+/// The registry host nodes resolve to the local registry (`certs.d/flotilla.local`), so that
+/// manifests can name images built here independently of the registry's port.
+pub const LOCAL_IMAGE_HOST: &str = "flotilla.local";
+/// The helloworld agent's repository and tag; the helloworld plugin names
+/// `flotilla.local/addons/helloworld-agent:0.1.0`.
+pub const HELLOWORLD_AGENT: (&str, &str) = ("addons/helloworld-agent", "0.1.0");
+
 /// Pushes the Flotilla image: `binary` (debug sections stripped, the result cached by the
 /// binary's contents), the shared libraries it links, and the host's CA bundle so that HTTPS
 /// plugin pulls work inside it: the layout `deploy/Containerfile` builds, from the binary at
 /// hand instead of a fresh release build. Runs as [`NONROOT`], with the plugin cache on the
 /// volume `deploy/hub` mounts. Returns the reference by digest.
 pub async fn push_flotilla(registry: &Registry, binary: &Path) -> Result<String> {
+    push_program(
+        registry,
+        ("flotilla/flotilla", "local"),
+        binary,
+        "/flotilla",
+        vec!["FLOTILLA_CACHE_DIR=/var/cache/flotilla".into()],
+    )
+    .await
+}
+
+/// Pushes the helloworld add-on's agent image ([`HELLOWORLD_AGENT`]), building the agent first
+/// if needed. Returns the reference by digest.
+pub async fn push_helloworld_agent(registry: &Registry) -> Result<String> {
+    let binary = tokio::task::spawn_blocking(crate::plugins::helloworld_agent)
+        .await
+        .map_err(|e| Error::Binary(format!("build task: {e}")))??;
+    push_program(
+        registry,
+        HELLOWORLD_AGENT,
+        &binary,
+        "/helloworld-agent",
+        Vec::new(),
+    )
+    .await
+}
+
+/// Pushes an image of one dynamically linked program: `binary` at `path` (debug sections
+/// stripped, cached by contents), the libraries it links and the CA bundle, run as [`NONROOT`]
+/// with `env` (plus `SSL_CERT_FILE`). Returns the reference by digest.
+async fn push_program(
+    registry: &Registry,
+    (repository, tag): (&str, &str),
+    binary: &Path,
+    path: &str,
+    mut env: Vec<String>,
+) -> Result<String> {
     let binary = binary.to_path_buf();
-    let files = tokio::task::spawn_blocking(move || flotilla_files(&binary))
+    let in_image = path.to_owned();
+    let files = tokio::task::spawn_blocking(move || program_files(&binary, &in_image))
         .await
         .map_err(|e| Error::Binary(format!("image task: {e}")))??;
+    env.push(format!("SSL_CERT_FILE={CA_BUNDLE}"));
     push(
         registry,
-        "flotilla/flotilla",
-        "local",
+        repository,
+        tag,
         &files,
         &ImageConfig {
-            entrypoint: vec!["/flotilla".into()],
+            entrypoint: vec![path.to_owned()],
             user: Some(NONROOT.into()),
-            env: vec![
-                "FLOTILLA_CACHE_DIR=/var/cache/flotilla".into(),
-                format!("SSL_CERT_FILE={CA_BUNDLE}"),
-            ],
+            env,
         },
     )
     .await
 }
 
-fn flotilla_files(binary: &Path) -> Result<Vec<ImageFile>> {
+fn program_files(binary: &Path, path: &str) -> Result<Vec<ImageFile>> {
     let read =
         |path: &Path| std::fs::read(path).map_err(crate::error::io(format!("read {}", path.display())));
     let bytes = read(binary)?;
     let key = hex::encode(Sha256::digest(&bytes));
-    let stripped = binary::cached_artifact("flotilla-image", &key, "flotilla", |out| {
+    let name = Path::new(path)
+        .file_name()
+        .map_or_else(|| "program".to_owned(), |n| n.to_string_lossy().into_owned());
+    let stripped = binary::cached_artifact("program-image", &key, &name, |out| {
         let status = Command::new("strip")
             .arg("--strip-debug")
             .arg("-o")
@@ -295,7 +340,7 @@ fn flotilla_files(binary: &Path) -> Result<Vec<ImageFile>> {
             Err(Error::Binary(format!("`strip` failed with {status}")))
         }
     })?;
-    let mut files = vec![ImageFile::executable("/flotilla", read(&stripped)?)];
+    let mut files = vec![ImageFile::executable(path, read(&stripped)?)];
     for library in linked_libraries(binary)? {
         let path = library.to_string_lossy().into_owned();
         files.push(ImageFile::executable(&path, read(&library)?));

@@ -7,7 +7,7 @@
 //!     ├─ routes          the cluster's `kubernetes` Service → its apiserver (crate::service_route)
 //!     ├─ containerd      own root, state and socket under <dir>; runc, cgroupfs; CNI bridge +
 //!     │                  host-local; sandbox image pushed to the local registry; plain HTTP pulls
-//!     │                  from it (certs.d/127.0.0.1:<port>/hosts.toml)
+//!     │                  from it, by its address or as `flotilla.local` (certs.d/<host>/hosts.toml)
 //!     ├─ kubelet         user system:node:<name>; pods' logs under <dir>/pod-logs
 //!     └─ kube-scheduler  user system:kube-scheduler
 //! ```
@@ -145,13 +145,16 @@ impl Node {
         for sub in ["logs", "cni", "pod-logs", "kubelet"] {
             fs::create_dir_all(dir.join(sub)).map_err(io(format!("create {}/{sub}", dir.display())))?;
         }
-        let registry_hosts = dir.join("certs.d").join(registry.host());
-        fs::create_dir_all(&registry_hosts).map_err(io("create containerd's registry hosts"))?;
-        fs::write(
-            registry_hosts.join("hosts.toml"),
-            registry_hosts_toml(&registry.host()),
-        )
-        .map_err(io("write containerd's registry hosts"))?;
+        // The registry by its address, and by the name manifests use for images built here.
+        for host in [registry.host(), crate::image::LOCAL_IMAGE_HOST.to_owned()] {
+            let registry_hosts = dir.join("certs.d").join(&host);
+            fs::create_dir_all(&registry_hosts).map_err(io("create containerd's registry hosts"))?;
+            fs::write(
+                registry_hosts.join("hosts.toml"),
+                registry_hosts_toml(&registry.host()),
+            )
+            .map_err(io("write containerd's registry hosts"))?;
+        }
         fs::write(
             dir.join("cni/10-flotilla.conflist"),
             cni_config(&name, &bridge, subnet, &dir.join("cni-ipam")),

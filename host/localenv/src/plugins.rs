@@ -1,5 +1,5 @@
 //! Builds an example plugin of the repository's `plugins/` workspace for `wasm32-wasip2`, as
-//! `flotilla up` needs the helloworld component: the same cargo invocation and target directory
+//! `flotilla up` needs the helloworld component, and the helloworld agent its pods run: the same cargo invocation and target directory
 //! (`$CARGO_TARGET_DIR/plugins`, else `<repo>/target/plugins`) as the test plugins' build
 //! script, so a machine that ran the tests has it already, and cargo decides what is fresh.
 
@@ -12,6 +12,8 @@ use crate::error::{Error, Result};
 
 /// Overrides the build: a path to a prebuilt helloworld component.
 pub const HELLOWORLD_ENV: &str = "FLOTILLA_HELLOWORLD_WASM";
+/// Overrides the build: a path to a prebuilt helloworld agent program.
+pub const HELLOWORLD_AGENT_ENV: &str = "FLOTILLA_HELLOWORLD_AGENT";
 
 /// Environment of an outer cargo that must not leak into the nested build.
 const SCRUB: &[&str] = &[
@@ -49,44 +51,13 @@ pub fn helloworld() -> Result<PathBuf> {
 pub fn build(name: &str) -> Result<PathBuf> {
     let source = source_dir();
     let target = target_dir();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(&cargo);
-    command
-        .current_dir(&source)
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "--target",
-            "wasm32-wasip2",
-            "-p",
-            name,
-        ])
-        .arg("--manifest-path")
-        .arg(source.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
-        .stdin(Stdio::null());
-    for var in SCRUB {
-        command.env_remove(var);
-    }
-    let output = command.output().map_err(|e| {
-        Error::Binary(format!(
-            "run {} to build plugin {name} (is Rust installed, with rustup?): {e}",
-            Path::new(&cargo).display()
-        ))
-    })?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(Error::Binary(format!(
-            "building plugin {name} for wasm32-wasip2 in {} failed (if the target is missing: \
-             `rustup target add wasm32-wasip2`):\n{}",
-            source.display(),
-            tail.join("\n")
-        )));
-    }
+    cargo_build(
+        &format!("plugin {name} for wasm32-wasip2"),
+        &source.join("Cargo.toml"),
+        &target,
+        &["--target", "wasm32-wasip2", "-p", name],
+        "if the target is missing: `rustup target add wasm32-wasip2`",
+    )?;
     let component = target
         .join("wasm32-wasip2/release")
         .join(format!("{}.wasm", name.replace('-', "_")));
@@ -98,4 +69,66 @@ pub fn build(name: &str) -> Result<PathBuf> {
             component.display()
         )))
     }
+}
+
+/// The helloworld add-on's agent program (`plugins/helloworld/agent`, a native workspace of its
+/// own), built (release) if needed into `$CARGO_TARGET_DIR/agents`.
+pub fn helloworld_agent() -> Result<PathBuf> {
+    if let Some(prebuilt) = crate::binary::prebuilt(HELLOWORLD_AGENT_ENV) {
+        return prebuilt;
+    }
+    let manifest = source_dir().join("helloworld/agent/Cargo.toml");
+    let target = target_dir().with_file_name("agents");
+    cargo_build(
+        "the helloworld agent",
+        &manifest,
+        &target,
+        &[],
+        "is Rust installed?",
+    )?;
+    let binary = target.join("release/helloworld-agent");
+    if binary.is_file() {
+        Ok(binary)
+    } else {
+        Err(Error::Binary(format!(
+            "cargo built the helloworld agent but {} is missing",
+            binary.display()
+        )))
+    }
+}
+
+/// `cargo build --release --locked` of `manifest` into `target`, with `extra` arguments and
+/// without the outer cargo's environment; `what` and `hint` name it in errors.
+fn cargo_build(what: &str, manifest: &Path, target: &Path, extra: &[&str], hint: &str) -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(&cargo);
+    command
+        .current_dir(manifest.parent().unwrap_or(Path::new(".")))
+        .args(["build", "--release", "--locked"])
+        .args(extra)
+        .arg("--manifest-path")
+        .arg(manifest)
+        .arg("--target-dir")
+        .arg(target)
+        .stdin(Stdio::null());
+    for var in SCRUB {
+        command.env_remove(var);
+    }
+    let output = command.output().map_err(|e| {
+        Error::Binary(format!(
+            "run {} to build {what} (is Rust installed, with rustup?): {e}",
+            Path::new(&cargo).display()
+        ))
+    })?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    Err(Error::Binary(format!(
+        "building {what} from {} failed ({hint}):\n{}",
+        manifest.display(),
+        tail.join("\n")
+    )))
 }

@@ -13,6 +13,8 @@
 //!     image ─▶ the agent image (before mirroring)      replicas ─▶ Deployment replicas
 //!     message ─▶ ConfigMap helloworld-config on the cluster, for the agent to read
 //!
+//!   RBAC: a Role for the agent's service account in the install namespace (ConfigMaps, its
+//!         lease) and one on the hub for its credential (ConfigMaps of the cluster namespace)
 //!   health: probe Deployment helloworld-agent (well-known status + Available condition);
 //!           available when ReadyReplicas ≥ 1 or the Available condition is True
 //! ```
@@ -24,7 +26,9 @@ use flotilla_addon_sdk::config::{addon_deployment_config, addon_deployment_confi
 use flotilla_addon_sdk::k8s_openapi::api::core::v1::{
     ConfigMap, Container, EnvVar, PodSpec, SecretVolumeSource, ServiceAccount, Volume, VolumeMount,
 };
-use flotilla_addon_sdk::manifest::{agent_deployment, labels, meta, to_manifest};
+use flotilla_addon_sdk::manifest::{
+    agent_deployment, agent_group, labels, meta, role_bound_to, rule, service_account, to_manifest,
+};
 use flotilla_addon_sdk::serde_json::Value;
 use flotilla_addon_sdk::{
     AddOn, Addon, AddonError, AddonOptions, Cluster, ConfigType, FeedbackField, FeedbackRule, FeedbackValue,
@@ -35,11 +39,13 @@ use flotilla_addon_sdk::{
 /// Add-on name.
 pub const ADDON_NAME: &str = "helloworld-config";
 /// The agent image unless the ConfigMap config names another.
-pub const DEFAULT_IMAGE: &str = "quay.io/open-cluster-management/addon-examples:latest";
+pub const DEFAULT_IMAGE: &str = "flotilla.local/addons/helloworld-agent:0.1.0";
 /// Name of the agent's Deployment (and its container).
 pub const AGENT_NAME: &str = "helloworld-agent";
 /// Name of the agent's ServiceAccount.
 pub const SERVICE_ACCOUNT: &str = "helloworld-agent-sa";
+/// Name of the agent's Role and RoleBinding in the install namespace and on the hub.
+pub const RBAC_NAME: &str = "open-cluster-management:helloworld-config:agent";
 /// Name of the ConfigMap carrying `message` to the agent.
 pub const MESSAGE_CONFIG_MAP: &str = "helloworld-config";
 /// The install namespace the probe field points at (the default one; OCM probe fields name a
@@ -159,11 +165,10 @@ impl Addon for HelloWorldConfig {
             .collect();
         env.extend(adc.proxy_env());
         let mut args = vec![
-            "/helloworld".to_owned(),
-            "agent".to_owned(),
             "--hub-kubeconfig=/var/run/hub/kubeconfig".to_owned(),
             format!("--cluster-name={}", cluster.name),
             format!("--addon-namespace={ns}"),
+            format!("--addon-name={}", addon.name),
         ];
         if let Some(level) = adc.variable("LOG_LEVEL") {
             args.push(format!("--v={level}"));
@@ -174,6 +179,7 @@ impl Addon for HelloWorldConfig {
                 name: AGENT_NAME.to_owned(),
                 image: Some(image),
                 image_pull_policy: Some("IfNotPresent".to_owned()),
+                command: Some(vec!["/helloworld-agent".to_owned()]),
                 args: Some(args),
                 env: (!env.is_empty()).then_some(env),
                 resources: adc.resources_for("deployments", AGENT_NAME, AGENT_NAME).cloned(),
@@ -205,6 +211,20 @@ impl Addon for HelloWorldConfig {
             })?,
             to_manifest(&deployment)?,
         ];
+        // The agent copies ConfigMaps into, and renews its lease in, the install namespace.
+        objects.extend(role_bound_to(
+            RBAC_NAME,
+            ns,
+            vec![
+                rule(
+                    "",
+                    "configmaps",
+                    &["get", "list", "watch", "create", "update", "patch", "delete"],
+                ),
+                rule("coordination.k8s.io", "leases", &["get", "create", "update"]),
+            ],
+            service_account(SERVICE_ACCOUNT, ns),
+        )?);
         if let Some(message) = settings.message {
             objects.push(to_manifest(&ConfigMap {
                 metadata: meta(MESSAGE_CONFIG_MAP, ns),
@@ -213,6 +233,16 @@ impl Addon for HelloWorldConfig {
             })?);
         }
         Ok(objects)
+    }
+
+    fn hub_permissions(cluster: &Cluster, addon: &AddOn) -> Result<Vec<Manifest>, AddonError> {
+        // The agent reads the ConfigMaps of its cluster namespace with its hub credential.
+        role_bound_to(
+            RBAC_NAME,
+            &cluster.name,
+            vec![rule("", "configmaps", &["get", "list", "watch"])],
+            agent_group(&cluster.name, &addon.name),
+        )
     }
 
     fn probe_health(_: &Cluster, _: &AddOn, fields: &[FeedbackField]) -> HealthResult {

@@ -1,7 +1,8 @@
 //! The OCM helloworld add-on as a Flotilla plugin.
 //!
 //! Mirrors addon-framework's `examples/helloworld`: on every managed cluster it deploys an agent
-//! that copies ConfigMaps from its cluster namespace on the hub. The plugin renders
+//! (`agent/`, a native program of its own) that copies ConfigMaps from its cluster namespace on
+//! the hub. The plugin renders
 //!
 //! ```text
 //!   install namespace (addon.install_namespace)
@@ -22,19 +23,21 @@ use flotilla_addon_sdk::k8s_openapi::api::apps::v1::Deployment;
 use flotilla_addon_sdk::k8s_openapi::api::core::v1::{
     Container, PodSpec, SecretVolumeSource, ServiceAccount, Volume, VolumeMount,
 };
-use flotilla_addon_sdk::k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject as RbacSubject,
-};
+use flotilla_addon_sdk::k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef};
 use flotilla_addon_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use flotilla_addon_sdk::manifest::{agent_deployment, labels, meta, to_manifest};
+use flotilla_addon_sdk::manifest::{
+    agent_deployment, agent_group, labels, meta, role_bound_to, rule,
+    service_account as service_account_subject, to_manifest,
+};
 use flotilla_addon_sdk::{
     AddOn, Addon, AddonError, AddonOptions, Cluster, HealthMode, Manifest, Registration, ResolvedConfig, log,
 };
 
 /// Add-on name, as in OCM.
 pub const ADDON_NAME: &str = "helloworld";
-/// The agent image of the OCM example.
-pub const AGENT_IMAGE: &str = "quay.io/open-cluster-management/addon-examples:latest";
+/// The agent image: `agent/` of this add-on, built and pushed by `flotilla up` and the tests to
+/// the local registry that nodes know as `flotilla.local`.
+pub const AGENT_IMAGE: &str = "flotilla.local/addons/helloworld-agent:0.1.0";
 /// Name of the agent's Deployment.
 pub const AGENT_NAME: &str = "helloworld-agent";
 /// Name of the agent's ServiceAccount.
@@ -74,10 +77,10 @@ impl Addon for HelloWorld {
     }
 
     fn hub_permissions(cluster: &Cluster, addon: &AddOn) -> Result<Vec<Manifest>, AddonError> {
-        let ns = cluster.name.as_str();
-        let role = Role {
-            metadata: meta(RBAC_NAME, ns),
-            rules: Some(vec![
+        role_bound_to(
+            RBAC_NAME,
+            &cluster.name,
+            vec![
                 rule("", "configmaps", &["get", "list", "watch"]),
                 // The agent renews its hub-side lease `helloworld` in the cluster namespace.
                 rule(
@@ -85,39 +88,13 @@ impl Addon for HelloWorld {
                     "leases",
                     &["get", "list", "watch", "create", "update", "patch"],
                 ),
-            ]),
-        };
-        let binding = RoleBinding {
-            metadata: meta(RBAC_NAME, ns),
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".into(),
-                kind: "Role".into(),
-                name: RBAC_NAME.into(),
-            },
-            subjects: Some(vec![RbacSubject {
-                kind: "Group".into(),
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                name: format!(
-                    "system:open-cluster-management:cluster:{}:addon:{}",
-                    cluster.name, addon.name
-                ),
-                namespace: None,
-            }]),
-        };
-        Ok(vec![to_manifest(&role)?, to_manifest(&binding)?])
+            ],
+            agent_group(&cluster.name, &addon.name),
+        )
     }
 }
 
 flotilla_addon_sdk::export_addon!(HelloWorld);
-
-fn rule(group: &str, resource: &str, verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![group.to_owned()]),
-        resources: Some(vec![resource.to_owned()]),
-        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
-        ..PolicyRule::default()
-    }
-}
 
 fn service_account(ns: &str) -> ServiceAccount {
     ServiceAccount {
@@ -160,12 +137,7 @@ fn cluster_role_binding(ns: &str) -> ClusterRoleBinding {
             kind: "ClusterRole".into(),
             name: RBAC_NAME.into(),
         },
-        subjects: Some(vec![RbacSubject {
-            kind: "ServiceAccount".into(),
-            name: SERVICE_ACCOUNT.into(),
-            namespace: Some(ns.to_owned()),
-            api_group: None,
-        }]),
+        subjects: Some(vec![service_account_subject(SERVICE_ACCOUNT, ns)]),
     }
 }
 
@@ -184,9 +156,8 @@ fn deployment(cluster: &Cluster, addon: &AddOn) -> Deployment {
                 name: AGENT_NAME.to_owned(),
                 image: Some(AGENT_IMAGE.to_owned()),
                 image_pull_policy: Some("IfNotPresent".to_owned()),
+                command: Some(vec!["/helloworld-agent".to_owned()]),
                 args: Some(vec![
-                    "/helloworld".to_owned(),
-                    "agent".to_owned(),
                     "--hub-kubeconfig=/var/run/hub/kubeconfig".to_owned(),
                     format!("--cluster-name={}", cluster.name),
                     format!("--addon-namespace={ns}"),

@@ -3,7 +3,8 @@
 //! [`to_manifest`] serializes any top-level Kubernetes type with its `apiVersion` and `kind` set
 //! (from the type, so they cannot be forgotten or misspelt). [`meta`] and [`labels`] shorten the
 //! usual `ObjectMeta` boilerplate; [`agent_deployment`] wraps a pod spec in the Deployment most
-//! add-on agents are.
+//! add-on agents are; [`role_bound_to`] grants rules in one namespace, with [`rule`],
+//! [`agent_group`] (an agent's hub identity) and [`service_account`] as subjects.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +12,7 @@ use k8s_openapi::{
     api::{
         apps::v1::{Deployment, DeploymentSpec},
         core::v1::{PodSpec, PodTemplateSpec},
+        rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
     },
     apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
 };
@@ -78,6 +80,61 @@ pub fn agent_deployment(
         }),
         ..Deployment::default()
     }
+}
+
+/// A rule granting `verbs` on `resource` of API group `group` (`""` for the core group).
+pub fn rule(group: &str, resource: &str, verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.to_owned()]),
+        resources: Some(vec![resource.to_owned()]),
+        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+        ..PolicyRule::default()
+    }
+}
+
+/// The group every credential the add-on's agent obtains on `cluster` carries on the hub
+/// (`system:open-cluster-management:cluster:<cluster>:addon:<addon>`): the subject of its hub
+/// permissions.
+pub fn agent_group(cluster: &str, addon: &str) -> Subject {
+    Subject {
+        kind: "Group".into(),
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        name: format!("system:open-cluster-management:cluster:{cluster}:addon:{addon}"),
+        namespace: None,
+    }
+}
+
+/// Service account `name` in `namespace` as a subject.
+pub fn service_account(name: &str, namespace: &str) -> Subject {
+    Subject {
+        kind: "ServiceAccount".into(),
+        api_group: None,
+        name: name.to_owned(),
+        namespace: Some(namespace.to_owned()),
+    }
+}
+
+/// Role `name` in `namespace` with `rules`, and RoleBinding `name` granting it to `subject`.
+pub fn role_bound_to(
+    name: &str,
+    namespace: &str,
+    rules: Vec<PolicyRule>,
+    subject: Subject,
+) -> Result<Vec<Manifest>, AddonError> {
+    let role = Role {
+        metadata: meta(name, namespace),
+        rules: Some(rules),
+    };
+    let binding = RoleBinding {
+        metadata: meta(name, namespace),
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "Role".into(),
+            name: name.to_owned(),
+        },
+        subjects: Some(vec![subject]),
+    };
+    Ok(vec![to_manifest(&role)?, to_manifest(&binding)?])
 }
 
 #[cfg(test)]
