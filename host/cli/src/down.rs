@@ -105,12 +105,25 @@ pub fn lock(state: &Path) -> anyhow::Result<std::fs::File> {
     }
 }
 
-/// Stops every process the state directory records and removes their pid files and the
-/// environment record; returns what happened to each. Also stops a klusterlet that
+/// Stops every process the state directory records, releases what its nodes held, and removes
+/// the pid files and the environment record; returns what happened to each process. Also stops a klusterlet that
 /// `flotilla join --local` started but `up` had no time to record.
 pub fn teardown(state: &Path) -> anyhow::Result<Vec<(String, Stopped)>> {
     let records = processes::read_all(state)?;
-    let mut outcome = processes::stop(&records, GRACE);
+    // The nodes first, and their containers with them (what they held: network namespaces,
+    // mounts, bridges, iptables rules): an agent pod left running would keep its watches on the
+    // hub open while the hub's apiserver shuts down, and that waits for them.
+    let (node_records, others): (Vec<_>, Vec<_>) = records
+        .iter()
+        .cloned()
+        .partition(|r| r.name.contains(up::NODE_PROCESS_INFIX));
+    let mut outcome = processes::stop(&node_records, GRACE);
+    if let Ok(entries) = std::fs::read_dir(state.join(up::NODES_DIR)) {
+        for entry in entries.flatten() {
+            flotilla_localenv::node::release(&entry.path());
+        }
+    }
+    outcome.extend(processes::stop(&others, GRACE));
     for record in &records {
         processes::remove(state, &record.name)?;
     }

@@ -1,6 +1,7 @@
 //! `flotilla status`: what a `flotilla up` state directory runs and how healthy each part is —
 //! process alive (and still the recorded executable), its port, and a health probe where the
-//! component has one (kube-apiserver `/readyz`, the registry's `/v2/`, a listening port).
+//! component has one (kube-apiserver `/readyz`, the registry's `/v2/`, a node's Ready
+//! condition for its kubelet, a listening port).
 //! Exits non-zero when anything is down.
 
 use std::{
@@ -107,6 +108,8 @@ async fn health(env: &Environment, record: &ProcessRecord) -> Health {
             Some(port) => hub_readyz(port).await,
             None => Err("no port recorded".into()),
         }
+    } else if let Some(cluster) = record.name.strip_suffix("-node-kubelet") {
+        node_ready(env, cluster).await
     } else if record.name == "registry" {
         match record.port {
             Some(port) => registry_v2(port).await,
@@ -130,8 +133,8 @@ fn listening(port: u16) -> Result<String, String> {
     .map_err(|e| format!("port {port}: {e}"))
 }
 
-/// The kube-apiserver's `/readyz` as the control plane's admin.
-async fn readyz(env: &Environment, cp: &str) -> Result<String, String> {
+/// A client for control plane `cp` as its admin.
+async fn admin_client(env: &Environment, cp: &str) -> Result<kube::Client, String> {
     let path = env
         .control_planes
         .iter()
@@ -139,9 +142,14 @@ async fn readyz(env: &Environment, cp: &str) -> Result<String, String> {
         .map(|(_, path)| path.clone())
         .ok_or_else(|| format!("control plane {cp} is not in the environment record"))?;
     let yaml = std::fs::read_to_string(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
-    let client = flotilla_localenv::kubeconfig::client_from_yaml(&yaml)
+    flotilla_localenv::kubeconfig::client_from_yaml(&yaml)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+/// The kube-apiserver's `/readyz` as the control plane's admin.
+async fn readyz(env: &Environment, cp: &str) -> Result<String, String> {
+    let client = admin_client(env, cp).await?;
     let request = http::Request::get("/readyz")
         .body(Vec::new())
         .map_err(|e| e.to_string())?;
@@ -151,6 +159,32 @@ async fn readyz(env: &Environment, cp: &str) -> Result<String, String> {
         Ok(Ok(body)) => Err(format!("/readyz: {}", body.trim())),
         Ok(Err(e)) => Err(format!("/readyz: {e}")),
         Err(_) => Err("/readyz: no answer within 5s".into()),
+    }
+}
+
+/// Whether `cluster`'s node is Ready, as its kubelet reports to the cluster.
+async fn node_ready(env: &Environment, cluster: &str) -> Result<String, String> {
+    let client = admin_client(env, cluster).await?;
+    let name = format!("{cluster}-node");
+    let node = kube::Api::<k8s_openapi::api::core::v1::Node>::all(client)
+        .get_opt(&name)
+        .await
+        .map_err(|e| format!("read node {name}: {e}"))?
+        .ok_or_else(|| format!("node {name} is not registered"))?;
+    let ready = node
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Ready");
+    match ready {
+        Some(c) if c.status == "True" => Ok(format!("node {name} Ready")),
+        Some(c) => Err(format!(
+            "node {name} Ready={}: {}",
+            c.status,
+            c.message.unwrap_or_default()
+        )),
+        None => Err(format!("node {name} reports no Ready condition")),
     }
 }
 

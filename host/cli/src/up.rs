@@ -1,8 +1,15 @@
 //! `flotilla up`: a whole local Flotilla, as background processes under one state directory
-//! (default `.flotilla/`): a hub control plane and N managed-cluster control planes, an OCI
+//! (default `.flotilla/`): a hub control plane and N managed-cluster control planes, a node per
+//! managed cluster (containerd, runc, kubelet, kube-scheduler) where the machine allows, an OCI
 //! registry, `flotilla hub` (as deploy/hub's service account), one `flotilla klusterlet` per
 //! cluster; the clusters joined and accepted; the helloworld plugin pushed, registered and
-//! enabled on every cluster; and the end state printed with what to type next.
+//! enabled on every cluster, its agent running as a pod on each node (its image built here);
+//! and the end state printed with what to type next.
+//!
+//! Nodes need root and Debian's containerd, runc, containernetworking-plugins and iptables,
+//! which `up` installs with apt when it runs as root. Without them (or with `--no-nodes`) the
+//! clusters have no nodes, and `flotilla addon-agent` processes stand in for the add-on's
+//! agents, renewing their leases with the credential the klusterlet obtained.
 //!
 //! Each step reuses what exists: control planes and the registry from `flotilla-localenv`, the
 //! admin commands (`init`, `join --local`, `accept`, `plugin push|register`, `addon enable`)
@@ -17,6 +24,7 @@
 //!     controlplanes/<name>/    pki/ (admin.kubeconfig), etcd/, logs/  — hub, cluster1..N
 //!     registry/                config, storage, registry.log
 //!     klusterlets/<cluster>/   klusterlet.log (`join --local`'s record)
+//!     nodes/<cluster>/         containerd root and state, kubelet, logs/, rules.json
 //!     hub-sa.kubeconfig        deploy/hub's service account, the identity of `flotilla hub`
 //!     logs/hub.log, logs/up.log  the hub, and every admin command `up` ran with its output
 //! ```
@@ -39,7 +47,13 @@ use flotilla_api::{
     work::{consts::manifest_work as mw, v1::ManifestWork},
 };
 use flotilla_core::conditions;
-use flotilla_localenv::{ControlPlane, ports::Layout, processes, registry::Registry};
+use flotilla_localenv::{
+    ControlPlane,
+    node::{self, Node},
+    ports::Layout,
+    processes,
+    registry::Registry,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use kube::{Api, Client, api::ListParams};
 use serde::{Deserialize, Serialize};
@@ -50,6 +64,10 @@ use crate::cli::GlobalArgs;
 pub const ADDON: &str = "helloworld";
 /// The hub control plane's name.
 pub const HUB: &str = "hub";
+/// Where the nodes keep their state, one directory per cluster.
+pub const NODES_DIR: &str = "nodes";
+/// In the recorded names of node processes: `<cluster>-node-<component>`.
+pub const NODE_PROCESS_INFIX: &str = "-node-";
 /// The environment record inside the state directory.
 pub const ENV_FILE: &str = "env.json";
 /// deploy/hub's service account, whose identity `flotilla hub` runs with.
@@ -71,6 +89,10 @@ pub struct UpArgs {
     /// registry, webhook), cluster i base+10i..base+10i+2.
     #[arg(long, default_value_t = 17400)]
     pub base_port: u16,
+    /// Start no nodes: add-on agents run as local stand-in processes (the fallback when the
+    /// machine cannot run containers).
+    #[arg(long)]
+    pub no_nodes: bool,
     /// How long to wait for clusters, plugin and works to become ready.
     #[arg(long, default_value = "300s", value_parser = parse_seconds)]
     pub timeout: Duration,
@@ -100,6 +122,9 @@ pub struct Environment {
     pub control_planes: Vec<(String, PathBuf)>,
     /// Whether the helloworld add-on was asked for.
     pub addon: bool,
+    /// Whether each managed cluster has a node.
+    #[serde(default)]
+    pub nodes: bool,
     /// Whether every step finished.
     pub complete: bool,
 }
@@ -256,6 +281,7 @@ struct Ctx {
     clusters: Vec<String>,
     args_timeout: Duration,
     addon: bool,
+    nodes: bool,
 }
 
 impl Ctx {
@@ -265,6 +291,10 @@ impl Ctx {
 
     fn cp_dir(&self, name: &str) -> PathBuf {
         self.state.join("controlplanes").join(name)
+    }
+
+    fn node_dir(&self, cluster: &str) -> PathBuf {
+        self.state.join(NODES_DIR).join(cluster)
     }
 
     fn admin_kubeconfig(&self, name: &str) -> PathBuf {
@@ -383,6 +413,8 @@ pub async fn up(global: &GlobalArgs, args: &UpArgs) -> anyhow::Result<()> {
 
     std::fs::create_dir_all(state.join("logs")).with_context(|| format!("create {}", state.display()))?;
     let exe = std::env::current_exe().context("find the flotilla binary")?;
+    let progress = Progress::new();
+    let nodes = !args.no_nodes && nodes_possible(&progress).await;
     let ctx = Ctx {
         state: state.clone(),
         exe,
@@ -390,8 +422,8 @@ pub async fn up(global: &GlobalArgs, args: &UpArgs) -> anyhow::Result<()> {
         clusters,
         args_timeout: args.timeout,
         addon: !args.no_addon,
+        nodes,
     };
-    let progress = Progress::new();
     let outcome = tokio::select! {
         result = run_steps(&ctx, &progress) => result,
         _ = terminate.recv() => Err(anyhow!("interrupted by SIGTERM")),
@@ -417,6 +449,35 @@ pub async fn up(global: &GlobalArgs, args: &UpArgs) -> anyhow::Result<()> {
                 Err(e) => eprintln!("could not stop everything: {e:#}; run `flotilla down`"),
             }
             Err(anyhow!("`flotilla up` did not finish; see the error above"))
+        }
+    }
+}
+
+/// Whether this machine can run nodes, installing the Debian packages they need first when
+/// `up` runs as root; when it cannot, says why and what runs instead.
+async fn nodes_possible(progress: &Progress) -> bool {
+    if node::prerequisites().is_none() {
+        return true;
+    }
+    if node::is_root() {
+        let installed = step(progress, "install the Debian packages nodes need", None, async {
+            tokio::task::spawn_blocking(node::install_packages).await??;
+            Ok(((), node::PACKAGES.join(" ")))
+        })
+        .await;
+        if let Err(error) = installed {
+            eprintln!("{}", crate::report::line(&error));
+        }
+    }
+    match node::prerequisites() {
+        None => true,
+        Some(missing) => {
+            eprintln!(
+                "note: starting the clusters without nodes: a node needs {missing}. The add-on's \
+                 agents run as local `flotilla addon-agent` processes instead of pods (run `up` \
+                 as root with apt, or install the packages, for real nodes)"
+            );
+            false
         }
     }
 }
@@ -455,6 +516,7 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
         base_port: ctx.layout.hub().apiserver,
         control_planes,
         addon: ctx.addon,
+        nodes: ctx.nodes,
         complete: false,
     };
     write_env(&ctx.state, &env)?;
@@ -481,38 +543,74 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
         None
     };
 
-    let names: Vec<String> = std::iter::once(HUB.to_owned())
-        .chain(ctx.clusters.iter().cloned())
-        .collect();
-    step(
-        progress,
-        &format!("start {} control planes ({})", names.len(), names.join(", ")),
-        Some(ctx.state.join("controlplanes")),
-        start_control_planes(ctx),
-    )
-    .await?;
+    let agent = if ctx.addon && ctx.nodes {
+        Some(
+            step(progress, "build the helloworld agent", None, async {
+                let path =
+                    tokio::task::spawn_blocking(flotilla_localenv::plugins::helloworld_agent).await??;
+                Ok((path.clone(), path.display().to_string()))
+            })
+            .await?,
+        )
+    } else {
+        None
+    };
 
     let registry_log = ctx.state.join("registry").join("registry.log");
-    step(progress, "start the OCI registry", Some(registry_log), async {
+    let registry = step(progress, "start the OCI registry", Some(registry_log), async {
         let registry = Registry::builder()
             .state_dir(ctx.state.join("registry"))
             .port(ctx.layout.registry())
             .detached(true)
             .start()
             .await?;
-        let (binary, log) = (registry.binary().to_path_buf(), registry.log_path());
-        let pid = registry.detach()?;
-        processes::record(
-            &ctx.state,
-            "registry",
-            pid,
-            &binary,
-            &log,
-            Some(ctx.layout.registry()),
-        )?;
-        Ok(((), format!("127.0.0.1:{}", ctx.layout.registry())))
+        Ok((registry, format!("127.0.0.1:{}", ctx.layout.registry())))
     })
     .await?;
+
+    let names: Vec<String> = std::iter::once(HUB.to_owned())
+        .chain(ctx.clusters.iter().cloned())
+        .collect();
+    let control_planes = step(
+        progress,
+        &format!("start {} control planes ({})", names.len(), names.join(", ")),
+        Some(ctx.state.join("controlplanes")),
+        start_control_planes(ctx),
+    )
+    .await?;
+    if ctx.nodes {
+        step(
+            progress,
+            &format!("start a node per cluster ({})", ctx.clusters.join(", ")),
+            Some(ctx.state.join(NODES_DIR)),
+            start_nodes(ctx, &control_planes, &registry),
+        )
+        .await?;
+    }
+    if let Some(agent) = agent {
+        step(
+            progress,
+            "push the helloworld agent image",
+            Some(ctx.state.join("registry").join("registry.log")),
+            async {
+                let pushed =
+                    flotilla_localenv::image::push_helloworld_agent_binary(&registry, &agent).await?;
+                Ok(((), pushed))
+            },
+        )
+        .await?;
+    }
+    record_control_planes(ctx, control_planes)?;
+    let (binary, log) = (registry.binary().to_path_buf(), registry.log_path());
+    let pid = registry.detach()?;
+    processes::record(
+        &ctx.state,
+        "registry",
+        pid,
+        &binary,
+        &log,
+        Some(ctx.layout.registry()),
+    )?;
 
     let hub_admin = ctx.admin_kubeconfig(HUB);
     let token = step(
@@ -541,7 +639,14 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
     )
     .await?;
 
-    let hub_server = format!("https://127.0.0.1:{}", ctx.layout.hub().apiserver);
+    // With nodes, the hub as the add-on agents' pods reach it (and the host, through the same
+    // route): the klusterlets hand their hub address on to the agents' kubeconfigs.
+    let hub_server = if ctx.nodes {
+        let address = flotilla_localenv::controlplane::kubernetes_service_address(ctx.layout.hub().apiserver);
+        format!("https://{address}:443")
+    } else {
+        format!("https://127.0.0.1:{}", ctx.layout.hub().apiserver)
+    };
     for cluster in &ctx.clusters {
         let log = ctx.state.join("klusterlets").join(cluster).join("klusterlet.log");
         step(
@@ -662,7 +767,15 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
             },
         )
         .await?;
-        step(progress, "start the add-on agents", None, start_addon_agents(ctx)).await?;
+        if !ctx.nodes {
+            step(
+                progress,
+                "start the stand-in add-on agents (no nodes)",
+                None,
+                start_addon_agents(ctx),
+            )
+            .await?;
+        }
     }
 
     let client = flotilla_localenv::kubeconfig::client_from_yaml(
@@ -705,7 +818,11 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
         .await?;
         step(
             progress,
-            "wait until helloworld is Available on every cluster (its agents' leases)",
+            if ctx.nodes {
+                "wait until helloworld is Available on every cluster (its agent pods' leases)"
+            } else {
+                "wait until helloworld is Available on every cluster (its agents' leases)"
+            },
             Some(ctx.logs()),
             async {
                 await_ready(&client, ctx.args_timeout, |c| addons_available(c, &ctx.clusters)).await?;
@@ -719,10 +836,9 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
     Ok(env)
 }
 
-/// Starts the hub and every managed cluster's control plane at once on their fixed ports,
-/// then detaches them and records their processes. If one fails, the handles of the others
-/// are dropped, which stops them.
-async fn start_control_planes(ctx: &Ctx) -> anyhow::Result<((), String)> {
+/// Starts the hub and every managed cluster's control plane at once on their fixed ports
+/// (hub first). If one fails, the handles of the others are dropped, which stops them.
+async fn start_control_planes(ctx: &Ctx) -> anyhow::Result<(Vec<ControlPlane>, String)> {
     let mut starts = vec![
         ControlPlane::builder(HUB)
             .state_dir(ctx.cp_dir(HUB))
@@ -742,10 +858,17 @@ async fn start_control_planes(ctx: &Ctx) -> anyhow::Result<((), String)> {
     }
     let started = futures::future::try_join_all(starts).await?;
     // The hub's service-account identity is issued by its CA while the handle holds it.
-    let hub = &started[0];
-    let identity = hub.kubeconfig_for(HUB_SA_USER, HUB_SA_GROUPS)?;
+    let identity = started[0].kubeconfig_for(HUB_SA_USER, HUB_SA_GROUPS)?;
     let path = ctx.state.join("hub-sa.kubeconfig");
     std::fs::write(&path, identity).with_context(|| format!("write {}", path.display()))?;
+    Ok((
+        started,
+        format!("hub at https://127.0.0.1:{}", ctx.layout.hub().apiserver),
+    ))
+}
+
+/// Detaches the control planes and records their processes.
+fn record_control_planes(ctx: &Ctx, started: Vec<ControlPlane>) -> anyhow::Result<()> {
     for cp in started {
         let name = cp.name().to_owned();
         let dir = cp.dir().to_path_buf();
@@ -774,10 +897,46 @@ async fn start_control_planes(ctx: &Ctx) -> anyhow::Result<((), String)> {
             )?;
         }
     }
-    Ok((
-        (),
-        format!("hub at https://127.0.0.1:{}", ctx.layout.hub().apiserver),
-    ))
+    Ok(())
+}
+
+/// Starts a node for every managed cluster (`control_planes` after the hub), each routing
+/// the hub's `kubernetes` Service so that agent pods reach it, then detaches and records their
+/// processes (`<cluster>-node-<component>`). A failed node drops the others, which stops them.
+async fn start_nodes(
+    ctx: &Ctx,
+    control_planes: &[ControlPlane],
+    registry: &Registry,
+) -> anyhow::Result<((), String)> {
+    let (hub, clusters) = control_planes.split_first().context("no hub control plane")?;
+    let starts = clusters.iter().map(|cp| async move {
+        let dir = ctx.node_dir(cp.name());
+        let mut node = Node::start_detached(cp, registry, &dir).await?;
+        node.route(hub)?;
+        Ok::<_, anyhow::Error>((cp.name().to_owned(), node))
+    });
+    let nodes = futures::future::try_join_all(starts).await?;
+    let mut started = Vec::new();
+    for (cluster, node) in nodes {
+        let logs: Vec<(&str, PathBuf)> = ["containerd", "kubelet", "kube-scheduler"]
+            .into_iter()
+            .map(|c| (c, node.log_path(c)))
+            .collect();
+        let address = node.address();
+        for (component, pid) in node.detach() {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+                .with_context(|| format!("find the executable of {cluster}'s {component}"))?;
+            let log = logs
+                .iter()
+                .find(|(c, _)| *c == component)
+                .map(|(_, path)| path.clone())
+                .unwrap_or_default();
+            let name = format!("{cluster}{NODE_PROCESS_INFIX}{component}");
+            processes::record(&ctx.state, &name, pid, &exe, &log, None)?;
+        }
+        started.push(format!("{cluster}-node at {address}"));
+    }
+    Ok(((), started.join(", ")))
 }
 
 /// Applies deploy/hub (namespace, service account, least-privilege RBAC) and starts

@@ -152,7 +152,14 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
     let base = "21400";
     let layout = Layout::new(21400, 2).unwrap();
 
+    // Nodes where the machine can run containers (CI's can); stand-in agents otherwise.
+    let nodes = flotilla_testing::node::prerequisites().is_none();
     let (table, progress) = ok(flotilla(&state, &["up", "--base-port", base]));
+    if nodes {
+        assert!(progress.contains("start a node per cluster"), "{progress}");
+    } else {
+        assert!(progress.contains("without nodes"), "{progress}");
+    }
     for step in [
         "start 3 control planes",
         "flotilla init",
@@ -182,8 +189,9 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
             .unwrap();
         let addon = addon.unwrap_or_else(|| panic!("no helloworld ManagedClusterAddOn on {cluster}"));
         assert_eq!(row(&table, "helloworld", cluster)[1], cluster);
-        // Available through the real lease path: the stand-in agent renews Lease helloworld
-        // with the credential the klusterlet wrote after the plugin approved its CSR.
+        // Available through the real lease path: the agent (a pod of the helloworld image on
+        // the cluster's node, or the stand-in process) renews Lease helloworld; a pod uses the
+        // credential the klusterlet wrote after the plugin approved its CSR to read the hub.
         let available = addon
             .status
             .as_ref()
@@ -217,15 +225,25 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
     }
 
     let (status, _) = ok(flotilla(&state, &["status"]));
+    let agents: &[&str] = if nodes {
+        &[
+            "cluster1-node-containerd",
+            "cluster1-node-kubelet",
+            "cluster2-node-kube-scheduler",
+        ]
+    } else {
+        &["addon-agent-cluster1", "addon-agent-cluster2"]
+    };
     for component in [
         "hub-kube-apiserver",
         "registry",
         "hub",
         "klusterlet-cluster1",
         "klusterlet-cluster2",
-        "addon-agent-cluster1",
-        "addon-agent-cluster2",
-    ] {
+    ]
+    .iter()
+    .chain(agents)
+    {
         assert!(
             status
                 .lines()
@@ -233,6 +251,78 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
             "{component} missing in:\n{status}"
         );
     }
+    if nodes {
+        assert!(
+            status
+                .lines()
+                .any(|l| l.starts_with("cluster2-node-kubelet") && l.contains("node cluster2-node Ready")),
+            "{status}"
+        );
+        assert!(
+            !status.contains("addon-agent"),
+            "no stand-in agents beside nodes:\n{status}"
+        );
+        // The agent is a pod of the image built here, running on the cluster's node, and it
+        // does its work: a ConfigMap of the cluster namespace on the hub is copied.
+        let yaml =
+            std::fs::read_to_string(state.join("controlplanes/cluster1/pki/admin.kubeconfig")).unwrap();
+        let cluster1 = flotilla_testing::kubeconfig::client_from_yaml(&yaml)
+            .await
+            .unwrap();
+        let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
+            cluster1.clone(),
+            "open-cluster-management-agent-addon",
+        )
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+        let agent = pods
+            .iter()
+            .find(|p| {
+                p.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("helloworld-agent-"))
+            })
+            .unwrap_or_else(|| panic!("no helloworld agent pod: {pods:?}"));
+        let spec = agent.spec.as_ref().unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("cluster1-node"));
+        assert_eq!(
+            spec.containers[0].image.as_deref(),
+            Some("flotilla.local/addons/helloworld-agent:0.1.0")
+        );
+        let note = k8s_openapi::api::core::v1::ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some("note".into()),
+                ..Default::default()
+            },
+            data: Some([("text".to_owned(), "hello".to_owned())].into()),
+            ..Default::default()
+        };
+        Api::namespaced(hub.clone(), "cluster1")
+            .create(&Default::default(), &note)
+            .await
+            .unwrap();
+        let copies = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+            cluster1,
+            "open-cluster-management-agent-addon",
+        );
+        flotilla_testing::wait::until(
+            "the agent copies ConfigMap note",
+            Duration::from_secs(60),
+            || async { Ok::<_, kube::Error>(copies.get_opt("note").await?.and_then(|c| c.data)) },
+        )
+        .await
+        .unwrap();
+    }
+    let bridges: Vec<String> = std::fs::read_dir(state.join("nodes"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|d| std::fs::read_to_string(d.path().join("bridge")).ok())
+        .collect();
+    assert_eq!(bridges.len(), if nodes { 2 } else { 0 }, "{bridges:?}");
 
     let recorded = processes::read_all(&state).unwrap();
     let (_, again) = ok(flotilla(&state, &["up", "--base-port", base]));
@@ -245,7 +335,14 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
     );
 
     ok(flotilla(&state, &["down"]));
+    // Containers (their shims name the state directory) are gone too, and the bridges.
     assert_nothing_left(&state, &recorded, &layout);
+    for bridge in &bridges {
+        assert!(
+            !Path::new("/sys/class/net").join(bridge.trim()).exists(),
+            "bridge {bridge} remains"
+        );
+    }
     assert!(
         processes::read_all(&state).unwrap().is_empty(),
         "pid files remain"
@@ -253,8 +350,12 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
     let err = failed(flotilla(&state, &["status"]));
     assert!(err.contains("nothing is up"), "{err}");
 
-    let (table, _) = ok(flotilla(&state, &["up", "--base-port", base]));
+    // Without nodes, stand-in agents make the add-on Available the same way.
+    let (table, _) = ok(flotilla(&state, &["up", "--base-port", base, "--no-nodes"]));
     assert!(row(&table, "cluster2", "True").len() >= 3, "{table}");
+    assert_eq!(row(&table, "helloworld", "cluster2")[3], "True", "{table}");
+    let (status, _) = ok(flotilla(&state, &["status"]));
+    assert!(status.contains("addon-agent-cluster2"), "{status}");
     let recorded = processes::read_all(&state).unwrap();
     ok(flotilla(&state, &["down", "--purge"]));
     assert_nothing_left(&state, &recorded, &layout);
@@ -318,7 +419,15 @@ fn up_cleans_a_stale_state_directory_and_starts_again_and_status_fails_when_a_co
 
     let (_, progress) = ok(flotilla(
         &state,
-        &["up", "--base-port", "21800", "--clusters", "1", "--no-addon"],
+        &[
+            "up",
+            "--base-port",
+            "21800",
+            "--clusters",
+            "1",
+            "--no-addon",
+            "--no-nodes",
+        ],
     ));
     assert!(progress.contains("stale state directory"), "{progress}");
     let recorded = processes::read_all(&state).unwrap();
@@ -352,7 +461,15 @@ fn an_interrupted_up_stops_what_it_started_and_the_next_up_works() {
     let state = temp.path().join("state");
     let _down = Down(&state);
     let layout = Layout::new(22000, 1).unwrap();
-    let args = ["up", "--base-port", "22000", "--clusters", "1", "--no-addon"];
+    let args = [
+        "up",
+        "--base-port",
+        "22000",
+        "--clusters",
+        "1",
+        "--no-addon",
+        "--no-nodes",
+    ];
 
     let mut child = command(&state, &args)
         .stdout(Stdio::null())
@@ -409,10 +526,13 @@ fn a_failed_step_is_named_with_its_cause_and_log_and_what_up_started_is_stopped(
     let bogus = temp.path().join("bogus.wasm");
     std::fs::write(&bogus, b"not a component").unwrap();
 
-    let output = command(&state, &["up", "--base-port", "22200", "--clusters", "1"])
-        .env(flotilla_testing::plugins::HELLOWORLD_ENV, &bogus)
-        .output()
-        .unwrap();
+    let output = command(
+        &state,
+        &["up", "--base-port", "22200", "--clusters", "1", "--no-nodes"],
+    )
+    .env(flotilla_testing::plugins::HELLOWORLD_ENV, &bogus)
+    .output()
+    .unwrap();
     let err = failed(output);
     assert!(
         err.contains("step \"push helloworld to the registry\" failed"),

@@ -277,10 +277,15 @@ pub async fn push_helloworld_agent(registry: &Registry) -> Result<String> {
     let binary = tokio::task::spawn_blocking(crate::plugins::helloworld_agent)
         .await
         .map_err(|e| Error::Binary(format!("build task: {e}")))??;
+    push_helloworld_agent_binary(registry, &binary).await
+}
+
+/// Pushes the helloworld agent image ([`HELLOWORLD_AGENT`]) of the agent program `binary`.
+pub async fn push_helloworld_agent_binary(registry: &Registry, binary: &Path) -> Result<String> {
     push_program(
         registry,
         HELLOWORLD_AGENT,
-        &binary,
+        binary,
         "/helloworld-agent",
         Vec::new(),
     )

@@ -59,10 +59,53 @@ const CRI_NAMESPACE: &str = "k8s.io";
 /// How long a node may take to register and report Ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The Debian packages nodes need (`setpriv` is util-linux's, which Debian always has).
+pub const PACKAGES: &[&str] = &[
+    "containerd",
+    "runc",
+    "containernetworking-plugins",
+    "iptables",
+    "iproute2",
+];
+
+/// Whether this process runs as root, which containers need.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Installs [`PACKAGES`] with apt-get (as root), refreshing the package lists once if the
+/// first attempt fails.
+pub fn install_packages() -> Result<()> {
+    let apt = |args: &[&str]| {
+        std::process::Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| Error::Prerequisite(format!("run apt-get: {e}")))
+    };
+    let mut install = vec!["install", "-y", "--no-install-recommends"];
+    install.extend_from_slice(PACKAGES);
+    if apt(&install)?.status.success() {
+        return Ok(());
+    }
+    apt(&["update"])?;
+    let output = apt(&install)?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Prerequisite(format!(
+            "apt-get install {} failed: {}",
+            PACKAGES.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )))
+    }
+}
+
 /// What is missing on this machine for nodes to run, or `None` when nothing is.
 pub fn prerequisites() -> Option<String> {
     let mut missing = Vec::new();
-    if !nix::unistd::geteuid().is_root() {
+    if !is_root() {
         missing.push("root (containers are run by containerd and runc as root)".to_owned());
     }
     for (program, package) in [
@@ -102,6 +145,8 @@ pub struct Node {
     processes: Vec<(&'static str, Child)>,
     // Dropped after the containers and the bridge are gone (see `Drop`).
     routes: Vec<Rules>,
+    // Set by `detach`: the node outlives this handle.
+    detached: bool,
     _temp: Option<TempDir>,
 }
 
@@ -117,15 +162,46 @@ impl std::fmt::Debug for Node {
 
 impl Node {
     /// Starts a node for `cluster` whose images come from `registry` (the sandbox image is
-    /// pushed there first), and waits until the node is Ready.
+    /// pushed there first), and waits until the node is Ready. It lives in a scratch directory
+    /// and dies with this process.
     pub async fn start(cluster: &ControlPlane, registry: &Registry) -> Result<Node> {
+        let name = format!("{}-node", cluster.name());
+        let temp = crate::scratch::create(&name)?;
+        let dir = temp.path().to_path_buf();
+        Self::start_in(cluster, registry, name, dir, Some(temp)).await
+    }
+
+    /// [`Node::start`] in `dir`, with processes that outlive this one: for `flotilla up`, which
+    /// records them with [`Node::detach`] and ends them with [`release`] after stopping them.
+    pub async fn start_detached(cluster: &ControlPlane, registry: &Registry, dir: &Path) -> Result<Node> {
+        let name = format!("{}-node", cluster.name());
+        // A node that ran here before starts afresh: its containers are gone with its
+        // processes, and containerd and the kubelet would otherwise look for them.
+        if dir.exists() {
+            release(dir);
+            fs::remove_dir_all(dir).map_err(io(format!("remove {}", dir.display())))?;
+        }
+        fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+        Self::start_in(cluster, registry, name, dir.to_path_buf(), None).await
+    }
+
+    async fn start_in(
+        cluster: &ControlPlane,
+        registry: &Registry,
+        name: String,
+        dir: PathBuf,
+        temp: Option<TempDir>,
+    ) -> Result<Node> {
         if let Some(missing) = prerequisites() {
             return Err(Error::Prerequisite(format!("a node needs {missing}")));
         }
         let sandbox_image = image::push_pause(registry).await?;
-        let name = format!("{}-node", cluster.name());
-        let temp = crate::scratch::create(&name)?;
-        let dir = temp.path().to_path_buf();
+        let detached = temp.is_none();
+        let (tied, tied_by_kernel) = if detached {
+            (Lifetime::Detached, Lifetime::Detached)
+        } else {
+            (Lifetime::Tied, Lifetime::TiedByKernel)
+        };
         let (bridge, subnet) = claim_bridge()?;
         // Recorded at once, so that the bridge of a process killed from here on is found.
         fs::write(dir.join(BRIDGE_FILE), &bridge).map_err(io("record the node's bridge"))?;
@@ -137,7 +213,8 @@ impl Node {
             gateway,
             processes: Vec::new(),
             routes: Vec::new(),
-            _temp: Some(temp),
+            detached: false,
+            _temp: temp,
         };
         node.prepare_bridge(subnet)?;
         node.route(cluster)?;
@@ -169,7 +246,7 @@ impl Node {
             "containerd",
             Path::new("containerd"),
             &[format!("--config={}", dir.join("containerd.toml").display())],
-            Lifetime::TiedByKernel,
+            tied_by_kernel,
         )?;
         let socket = dir.join("containerd.sock");
         wait::until("containerd's socket", Duration::from_secs(30), || {
@@ -204,7 +281,7 @@ impl Node {
                 format!("--node-ip={gateway}"),
                 "--v=1".into(),
             ],
-            Lifetime::Tied,
+            tied,
         )?;
         let scheduler_kubeconfig = write(
             "kube-scheduler.kubeconfig",
@@ -222,7 +299,7 @@ impl Node {
                 "--secure-port=0".into(),
                 "--v=0".into(),
             ],
-            Lifetime::Tied,
+            tied,
         )?;
 
         let nodes: Api<NodeObject> = Api::all(admin);
@@ -256,7 +333,7 @@ impl Node {
         self.record_rules()
     }
 
-    /// Writes every rule this node added to `<dir>/rules.json`, for [`release_orphan`].
+    /// Writes every rule this node added to `<dir>/rules.json`, for [`release`].
     fn record_rules(&self) -> Result<()> {
         let rules: Vec<&Rule> = self.routes.iter().flat_map(Rules::rules).collect();
         let text = serde_json::to_string(&rules).map_err(|e| Error::Node(format!("encode rules: {e}")))?;
@@ -292,6 +369,23 @@ impl Node {
         )?;
         self.processes.push((component, child));
         Ok(())
+    }
+
+    /// Lets the node outlive this handle (started with [`Node::start_detached`]): returns its
+    /// processes (component, pid) in the order they started; its rules stay, recorded in its
+    /// directory for [`release`].
+    pub fn detach(mut self) -> Vec<(&'static str, u32)> {
+        self.detached = true;
+        let pids = self
+            .processes
+            .iter()
+            .map(|(name, child)| (*name, child.id()))
+            .collect();
+        self.processes.clear();
+        for rules in self.routes.drain(..) {
+            rules.keep();
+        }
+        pids
     }
 
     /// The node's name (`<cluster>-node`).
@@ -404,6 +498,9 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
+        if self.detached {
+            return;
+        }
         // The kubelet first, so that it restarts nothing; then the containers while containerd
         // can still remove them; then containerd and the scheduler.
         for name in ["kubelet", "kube-scheduler"] {
@@ -427,7 +524,7 @@ impl Drop for Node {
 /// node: the container shims (whose command line names `dir`) and the containers' processes,
 /// the pods' network namespaces, the mounts below `dir`, its bridge and its iptables rules. Called by the scratch
 /// sweep for directories whose owner has exited.
-pub(crate) fn release_orphan(dir: &Path) {
+pub fn release(dir: &Path) {
     let needle = dir.to_string_lossy().into_owned();
     // Container processes are in cgroup `/k8s.io/<container id>` (the kubelet gives no parent
     // without per-QoS cgroups); the ids are the task folders containerd left in the state.
@@ -460,8 +557,23 @@ pub(crate) fn release_orphan(dir: &Path) {
         .filter_map(|pid| fs::metadata(format!("/proc/{pid}/ns/net")).ok())
         .map(|ns| (ns.dev(), ns.ino()))
         .collect();
-    for pid in pids {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    for pid in &pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    // Their sockets close as they exit; the bridge must still be there for the FINs to reach
+    // the apiservers they watched, or those wait on half-open connections when they shut down.
+    let exited = |pid: &i32| {
+        fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z'))
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !pids.iter().all(exited) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
     }
     for entry in fs::read_dir(NETNS_DIR).into_iter().flatten().flatten() {
         let bound = fs::metadata(entry.path()).is_ok_and(|ns| namespaces.contains(&(ns.dev(), ns.ino())));
@@ -479,6 +591,9 @@ pub(crate) fn release_orphan(dir: &Path) {
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or_default();
     drop(Rules::adopt(rules));
+    // Released once: the bridge's name may go to another node, and the rules are gone.
+    let _ = fs::remove_file(dir.join(BRIDGE_FILE));
+    let _ = fs::remove_file(dir.join(RULES_FILE));
 }
 
 /// Whether the node reports `Ready=True`.

@@ -48,7 +48,7 @@ fn remove_orphans(parent: &Path) {
     });
     for orphan in orphans.collect::<Vec<PathBuf>>() {
         if orphan.join(crate::node::BRIDGE_FILE).exists() {
-            crate::node::release_orphan(&orphan);
+            crate::node::release(&orphan);
         }
         if let Err(error) = fs::remove_dir_all(&orphan) {
             tracing::debug!(dir = %orphan.display(), %error, "cannot remove an orphaned scratch directory");

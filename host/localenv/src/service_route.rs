@@ -73,6 +73,13 @@ impl Rules {
     }
 }
 
+impl Rules {
+    /// Leaves the rules in place when this is dropped (their owner records them elsewhere).
+    pub fn keep(mut self) {
+        self.added.clear();
+    }
+}
+
 impl Drop for Rules {
     fn drop(&mut self) {
         for rule in self.added.drain(..).rev() {
