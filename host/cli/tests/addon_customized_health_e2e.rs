@@ -1,8 +1,9 @@
 //! Customized health end to end: a hub and two managed clusters on their own control planes,
 //! the real `flotilla hub` and `flotilla klusterlet` processes, plugins pushed to a real OCI
-//! registry. helloworld-config probes its agent Deployment (health mode `customized`): the real
-//! work agent reports the Deployment's status feedback once a stand-in kubelet runs the pod, the
-//! hub hands it to the plugin's `probe-health`, and the add-on turns Available. An add-on whose
+//! registry, and a real node per cluster. helloworld-config probes its agent Deployment (health
+//! mode `customized`): the real work agent reports the Deployment's status feedback once the
+//! node runs the helloworld agent's pod, the hub hands it to the plugin's `probe-health`, and the
+//! add-on turns Available. An add-on whose
 //! `probe-health` traps (the hostile probe-trap plugin) is Unknown naming the fault, and is never
 //! Available, while its work applies like any other.
 
@@ -79,8 +80,10 @@ async fn await_available(
         let log = std::fs::read_to_string(fleet.state().join("hub.log")).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();
         panic!(
-            "{e}\nhub log:\n{}",
-            lines[lines.len().saturating_sub(30)..].join("\n")
+            "{e}\nhub log:\n{}\nagent pods:\n{}\n{}",
+            lines[lines.len().saturating_sub(30)..].join("\n"),
+            fleet.nodes[0].pod_log_tail(INSTALL_NAMESPACE, "helloworld-agent", 10),
+            fleet.nodes[0].log_tail("kubelet", 10)
         )
     })
 }
@@ -106,9 +109,11 @@ fn watch_available(hub: &Client, addon: &'static str) -> Arc<Mutex<Vec<String>>>
 #[tokio::test]
 async fn deployment_feedback_goes_through_probe_health_to_available_and_a_trapping_probe_is_unknown_naming_the_fault()
  {
-    let fleet = Fleet::start("probe", &[]).await;
+    let fleet = Fleet::start_on_nodes("probe", &[]).await;
+    flotilla_testing::image::push_helloworld_agent(&fleet.registry)
+        .await
+        .unwrap();
     let hub = fleet.hub.admin_client().await.unwrap();
-    let one = fleet.one.admin_client().await.unwrap();
     let trap_seen = watch_available(&hub, "probe-trap");
     push_and_register(&fleet, "helloworld-config", plugins::HELLOWORLD_CONFIG);
     push_and_register(&fleet, "probe-trap", plugins::HOSTILE_PROBE_TRAP);
@@ -128,9 +133,6 @@ async fn deployment_feedback_goes_through_probe_health_to_available_and_a_trappi
     }
 
     // helloworld-config: its agent's pod runs; the Deployment's feedback reaches probe-health.
-    common::kubelet_runs(&one, INSTALL_NAMESPACE, "helloworld-agent-", TIMEOUT)
-        .await
-        .unwrap();
     let available = await_available(&fleet, &hub, "helloworld-config", |c| c.status == "True").await;
     assert_eq!(available.reason, mca::REASON_PROBE_AVAILABLE);
 
@@ -146,9 +148,6 @@ async fn deployment_feedback_goes_through_probe_health_to_available_and_a_trappi
     .await;
     assert!(unknown.message.contains("trap"), "{}", unknown.message);
     // Its pod runs too: still never Available.
-    common::kubelet_runs(&one, INSTALL_NAMESPACE, "agent-", TIMEOUT)
-        .await
-        .unwrap();
     // Once the work reports the ready replica, the hub has asked probe-health again.
     let works: Api<ManifestWork> = Api::namespaced(hub.clone(), "cluster1");
     wait::until("probe-trap's work reports a ready replica", TIMEOUT, || async {

@@ -214,8 +214,8 @@ pub async fn push_pause(registry: &Registry) -> Result<String> {
     let bytes = std::fs::read(&binary).map_err(crate::error::io("read the pause binary"))?;
     push(
         registry,
-        "flotilla/pause",
-        "3.10",
+        PAUSE.0,
+        PAUSE.1,
         &[ImageFile::executable("/pause", bytes)],
         &ImageConfig {
             entrypoint: vec!["/pause".into()],
@@ -254,6 +254,13 @@ pub const LOCAL_IMAGE_HOST: &str = "flotilla.local";
 /// The helloworld agent's repository and tag; the helloworld plugin names
 /// `flotilla.local/addons/helloworld-agent:0.1.0`.
 pub const HELLOWORLD_AGENT: (&str, &str) = ("addons/helloworld-agent", "0.1.0");
+/// The pause image's repository and tag (every node's sandbox image, and a do-nothing workload).
+pub const PAUSE: (&str, &str) = ("flotilla/pause", "3.10");
+
+/// The name nodes pull an image pushed here by: `flotilla.local/<repository>:<tag>`.
+pub fn local_name((repository, tag): (&str, &str)) -> String {
+    format!("{LOCAL_IMAGE_HOST}/{repository}:{tag}")
+}
 
 /// Pushes the Flotilla image: `binary` (debug sections stripped, the result cached by the
 /// binary's contents), the shared libraries it links, and the host's CA bundle so that HTTPS

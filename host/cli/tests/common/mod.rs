@@ -327,6 +327,9 @@ pub struct Fleet {
     /// `flotilla hub`.
     pub hub_process: Running,
     klusterlets: Klusterlets,
+    /// The nodes of the clusters that have one (`Fleet::start_on_nodes`), dropped before the
+    /// control planes.
+    pub nodes: Vec<flotilla_testing::Node>,
     /// The hub's control plane.
     pub hub: flotilla_testing::ControlPlane,
     /// `cluster1`'s control plane.
@@ -348,10 +351,21 @@ impl Fleet {
         Self::start_with(prefix, join_args, false).await
     }
 
+    /// [`Fleet::start`] where `cluster1` and `cluster2` each have a real node (so add-on
+    /// agents run as pods, their images pulled from the fleet's registry) and the klusterlets
+    /// join through the hub's `kubernetes` Service address, which the agents' pods reach.
+    pub async fn start_on_nodes(prefix: &str, join_args: &[&str]) -> Self {
+        Self::start_inner(prefix, join_args, false, true).await
+    }
+
     /// [`Fleet::start`]; `as_deployed` also has the hub elect a leader through its Lease and
     /// the klusterlets run as deploy/klusterlet's service account, as deployed.
     pub async fn start_with(prefix: &str, join_args: &[&str], as_deployed: bool) -> Self {
-        use flotilla_testing::{ControlPlane, registry::Registry};
+        Self::start_inner(prefix, join_args, as_deployed, false).await
+    }
+
+    async fn start_inner(prefix: &str, join_args: &[&str], as_deployed: bool, with_nodes: bool) -> Self {
+        use flotilla_testing::{ControlPlane, Node, registry::Registry};
         let (hub, one, two, registry) = tokio::join!(
             ControlPlane::start(format!("{prefix}-hub")),
             ControlPlane::start(format!("{prefix}-cluster1")),
@@ -359,6 +373,16 @@ impl Fleet {
             Registry::start()
         );
         let (hub, one, two, registry) = (hub.unwrap(), one.unwrap(), two.unwrap(), registry.unwrap());
+        let mut nodes = Vec::new();
+        let mut hub_server = hub.server().to_owned();
+        if with_nodes {
+            let (first, second) = tokio::join!(Node::start(&one, &registry), Node::start(&two, &registry));
+            for mut node in [first.unwrap(), second.unwrap()] {
+                node.route(&hub).unwrap();
+                nodes.push(node);
+            }
+            hub_server = format!("https://{}:443", hub.service_address());
+        }
         let state_dir = tempfile::tempdir().unwrap();
         let klusterlets = Klusterlets(state_dir.path().to_owned());
         let state = state_dir.path();
@@ -379,7 +403,7 @@ impl Fleet {
             } else {
                 cp.admin_kubeconfig().to_owned()
             };
-            ok(join_local(state, &managed, hub.server(), &token, name, join_args));
+            ok(join_local(state, &managed, &hub_server, &token, name, join_args));
         }
         ok(flotilla_at(
             state,
@@ -397,6 +421,7 @@ impl Fleet {
         Self {
             hub_process,
             klusterlets,
+            nodes,
             hub,
             one,
             two,
@@ -446,48 +471,4 @@ pub async fn ops_address(log: &Path) -> String {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     panic!("{} never announced its metrics address", log.display());
-}
-
-/// Stands in for the kubelet these control planes lack: marks the first pod in `namespace`
-/// whose name starts with `prefix` Running and Ready (every container ready), once the
-/// replicaset controller has made it.
-pub async fn kubelet_runs(
-    client: &kube::Client,
-    namespace: &str,
-    prefix: &str,
-    timeout: std::time::Duration,
-) -> Result<(), String> {
-    use k8s_openapi::api::core::v1::Pod;
-    use kube::ResourceExt as _;
-    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), namespace);
-    let pod = flotilla_testing::wait::until(&format!("a pod {prefix}* in {namespace}"), timeout, || async {
-        let list = pods.list(&kube::api::ListParams::default()).await?;
-        Ok::<_, kube::Error>(list.items.into_iter().find(|p| p.name_any().starts_with(prefix)))
-    })
-    .await
-    .map_err(|e| e.to_string())?;
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let ready = |type_: &str| serde_json::json!({"type": type_, "status": "True", "lastTransitionTime": now});
-    let containers: Vec<serde_json::Value> = pod
-        .spec
-        .iter()
-        .flat_map(|s| s.containers.iter())
-        .map(|c| {
-            serde_json::json!({"name": c.name, "ready": true, "started": true, "restartCount": 0,
-                "image": c.image.clone().unwrap_or_default(), "imageID": "",
-                "state": {"running": {"startedAt": now}}})
-        })
-        .collect();
-    pods.patch_status(
-        &pod.name_any(),
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(serde_json::json!({"status": {
-            "phase": "Running",
-            "conditions": [ready("Initialized"), ready("ContainersReady"), ready("Ready"), ready("PodScheduled")],
-            "containerStatuses": containers,
-        }})),
-    )
-    .await
-    .map_err(|e| format!("mark pod {} Ready: {e}", pod.name_any()))?;
-    Ok(())
 }

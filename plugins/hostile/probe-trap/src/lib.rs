@@ -38,7 +38,7 @@ impl Addon for ProbeTrap {
             "metadata": {"name": AGENT, "namespace": NAMESPACE},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": AGENT}},
                      "template": {"metadata": {"labels": {"app": AGENT}},
-                                  "spec": {"containers": [{"name": AGENT, "image": "agent:latest"}]}}},
+                                  "spec": {"containers": [{"name": AGENT, "image": "flotilla.local/flotilla/pause:3.10"}]}}},
         })])
     }
 
