@@ -59,6 +59,17 @@ pub async fn status(global: &GlobalArgs) -> anyhow::Result<()> {
             record.log.display()
         )?;
     }
+    for (name, health, log) in pods(&state, &env).await {
+        let probe = match &health {
+            Ok(ok) => ok.clone(),
+            Err(problem) => {
+                down.push(name.clone());
+                format!("DOWN: {problem}")
+            }
+        };
+        let process = if health.is_ok() { "running" } else { "not ready" };
+        writeln!(table, "{name}	-	{process}	-	{probe}	{}", log.display())?;
+    }
     table.flush()?;
     print!("{}", String::from_utf8(table.into_inner()?)?);
     if !env.complete {
@@ -81,7 +92,11 @@ pub async fn unhealthy(state: &Path, env: &Environment) -> Vec<String> {
     let Ok(records) = processes::read_all(state) else {
         return vec!["the pid files cannot be read".into()];
     };
-    let mut problems = Vec::new();
+    let mut problems: Vec<String> = pods(state, env)
+        .await
+        .into_iter()
+        .filter_map(|(name, health, _)| health.err().map(|problem| format!("{name}: {problem}")))
+        .collect();
     for record in &records {
         let health = health(env, record).await;
         if !health.running {
@@ -91,6 +106,38 @@ pub async fn unhealthy(state: &Path, env: &Environment) -> Vec<String> {
         }
     }
     problems
+}
+
+/// With nodes, the hub and the klusterlets run as pods: their Deployments' readiness, and
+/// where the pods' logs are (the node's pod-logs directory).
+async fn pods(state: &Path, env: &Environment) -> Vec<(String, Result<String, String>, std::path::PathBuf)> {
+    if !env.nodes {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    let deployments = std::iter::once((
+        up::HUB.to_owned(),
+        "hub".to_owned(),
+        up::HUB_NAMESPACE,
+        up::HUB_DEPLOYMENT,
+    ))
+    .chain(env.clusters().into_iter().map(|cluster| {
+        let name = format!("klusterlet-{cluster}");
+        (cluster, name, up::KLUSTERLET_NAMESPACE, up::KLUSTERLET_DEPLOYMENT)
+    }));
+    for (cp, name, namespace, deployment) in deployments {
+        let health = match admin_client(env, &cp).await {
+            Ok(client) => match up::deployment_unready(&client, namespace, deployment).await {
+                Ok(None) => Ok(format!("Deployment {namespace}/{deployment} ready")),
+                Ok(Some(missing)) => Err(missing),
+                Err(e) => Err(format!("read Deployment {namespace}/{deployment}: {e}")),
+            },
+            Err(e) => Err(e),
+        };
+        let log = state.join(up::NODES_DIR).join(&cp).join("pod-logs");
+        found.push((name, health, log));
+    }
+    found
 }
 
 async fn health(env: &Environment, record: &ProcessRecord) -> Health {

@@ -1,18 +1,21 @@
-//! `flotilla up`: a whole local Flotilla, as background processes under one state directory
-//! (default `.flotilla/`): a hub control plane and N managed-cluster control planes, a node per
-//! managed cluster (containerd, runc, kubelet, kube-scheduler) where the machine allows, an OCI
-//! registry, `flotilla hub` (as deploy/hub's service account), one `flotilla klusterlet` per
-//! cluster; the clusters joined and accepted; the helloworld plugin pushed, registered and
-//! enabled on every cluster, its agent running as a pod on each node (its image built here);
-//! and the end state printed with what to type next.
+//! `flotilla up`: a whole local Flotilla under one state directory (default `.flotilla/`): a hub
+//! control plane and N managed-cluster control planes, each with a node (containerd, runc,
+//! kubelet, kube-scheduler) where the machine allows, and an OCI registry, as background
+//! processes; Flotilla installed on them as users install it (the Flotilla image built from this
+//! binary, `init --image` deploying deploy/hub on the hub's node, `join --image` deploying each
+//! klusterlet on its cluster's node); the clusters accepted; the helloworld plugin pushed,
+//! registered and enabled on every cluster, its agent running as a pod on each node (its image
+//! built here); and the end state printed with what to type next.
 //!
 //! Nodes need root and Debian's containerd, runc, containernetworking-plugins and iptables,
 //! which `up` installs with apt when it runs as root. Without them (or with `--no-nodes`) the
-//! clusters have no nodes, and `flotilla addon-agent` processes stand in for the add-on's
-//! agents, renewing their leases with the credential the klusterlet obtained.
+//! clusters have no nodes: `flotilla hub` (as deploy/hub's service account) and one
+//! `flotilla klusterlet` per cluster run as local processes, and `flotilla addon-agent`
+//! processes stand in for the add-on's agents, renewing their leases with the credential the
+//! klusterlet obtained.
 //!
 //! Each step reuses what exists: control planes and the registry from `flotilla-localenv`, the
-//! admin commands (`init`, `join --local`, `accept`, `plugin push|register`, `addon enable`)
+//! admin commands (`init`, `join`, `accept`, `plugin push|register`, `addon enable`)
 //! by running this same binary, so `up` does what a person following the guide would. Every
 //! started process gets a pid file (`flotilla_localenv::processes`) at once, so a failure or
 //! an interrupt stops exactly what this `up` started, and `down` and `status` find it all.
@@ -24,8 +27,8 @@
 //!     controlplanes/<name>/    pki/ (admin.kubeconfig), etcd/, logs/  — hub, cluster1..N
 //!     registry/                config, storage, registry.log
 //!     klusterlets/<cluster>/   klusterlet.log (`join --local`'s record)
-//!     nodes/<cluster>/         containerd root and state, kubelet, logs/, rules.json
-//!     hub-sa.kubeconfig        deploy/hub's service account, the identity of `flotilla hub`
+//!     nodes/<control plane>/   containerd root and state, kubelet, logs/, pod-logs/, rules.json
+//!     hub-sa.kubeconfig        deploy/hub's service account, the identity of a local `flotilla hub`
 //!     logs/hub.log, logs/up.log  the hub, and every admin command `up` ran with its output
 //! ```
 
@@ -58,6 +61,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kube::{Api, Client, api::ListParams};
 use serde::{Deserialize, Serialize};
 
+pub use flotilla_registration::names::{
+    AGENT_NAMESPACE as KLUSTERLET_NAMESPACE, HUB_DEPLOYMENT, HUB_NAMESPACE, KLUSTERLET_DEPLOYMENT,
+};
+
 use crate::cli::GlobalArgs;
 
 /// The add-on `up` installs.
@@ -89,8 +96,8 @@ pub struct UpArgs {
     /// registry, webhook), cluster i base+10i..base+10i+2.
     #[arg(long, default_value_t = 17400)]
     pub base_port: u16,
-    /// Start no nodes: add-on agents run as local stand-in processes (the fallback when the
-    /// machine cannot run containers).
+    /// Start no nodes: the hub, the klusterlets and stand-in add-on agents run as local
+    /// processes (the fallback when the machine cannot run containers).
     #[arg(long)]
     pub no_nodes: bool,
     /// How long to wait for clusters, plugin and works to become ready.
@@ -578,14 +585,29 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
         start_control_planes(ctx),
     )
     .await?;
+    // With nodes, where the hub's pods and this host reach the registry.
+    let mut registry_address = format!("127.0.0.1:{}", ctx.layout.registry());
+    let mut flotilla_image = None;
     if ctx.nodes {
-        step(
+        registry_address = step(
             progress,
-            &format!("start a node per cluster ({})", ctx.clusters.join(", ")),
+            &format!("start a node per control plane ({})", names.join(", ")),
             Some(ctx.state.join(NODES_DIR)),
             start_nodes(ctx, &control_planes, &registry),
         )
         .await?;
+        flotilla_image = Some(
+            step(
+                progress,
+                "push the Flotilla image",
+                Some(ctx.state.join("registry").join("registry.log")),
+                async {
+                    let pushed = flotilla_localenv::image::push_flotilla(&registry, &ctx.exe).await?;
+                    Ok((pushed.clone(), pushed))
+                },
+            )
+            .await?,
+        );
     }
     if let Some(agent) = agent {
         step(
@@ -618,7 +640,11 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
         "prepare the hub (flotilla init)",
         Some(ctx.steps_log()),
         async {
-            let out = flotilla(ctx, &hub_admin, &["init"]).await?;
+            let mut init = vec!["init"];
+            if let Some(image) = &flotilla_image {
+                init.extend(["--image", image.as_str()]);
+            }
+            let out = flotilla(ctx, &hub_admin, &init).await?;
             let token = out
                 .split_whitespace()
                 .skip_while(|w| *w != "--hub-token")
@@ -631,13 +657,23 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
     .await?;
 
     let hub_log = ctx.logs().join("hub.log");
-    step(
-        progress,
-        "start flotilla hub",
-        Some(hub_log.clone()),
-        start_hub(ctx, &hub_log),
-    )
-    .await?;
+    if ctx.nodes {
+        step(
+            progress,
+            "wait for flotilla hub's pods (deploy/hub: two replicas)",
+            Some(ctx.node_dir(HUB).join("pod-logs")),
+            hub_pods_ready(ctx),
+        )
+        .await?;
+    } else {
+        step(
+            progress,
+            "start flotilla hub",
+            Some(hub_log.clone()),
+            start_hub(ctx, &hub_log),
+        )
+        .await?;
+    }
 
     // With nodes, the hub as the add-on agents' pods reach it (and the host, through the same
     // route): the klusterlets hand their hub address on to the agents' kubeconfigs.
@@ -648,6 +684,34 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
         format!("https://127.0.0.1:{}", ctx.layout.hub().apiserver)
     };
     for cluster in &ctx.clusters {
+        if let Some(image) = &flotilla_image {
+            step(
+                progress,
+                &format!("join {cluster} (flotilla join: a klusterlet pod on its node)"),
+                Some(ctx.node_dir(cluster).join("pod-logs")),
+                async {
+                    let managed = ctx.admin_kubeconfig(cluster);
+                    let args = [
+                        "join",
+                        "--hub-token",
+                        &token,
+                        "--hub-apiserver",
+                        &hub_server,
+                        "--cluster-name",
+                        cluster,
+                        "--image",
+                        image,
+                    ];
+                    flotilla(ctx, &managed, &args).await?;
+                    Ok((
+                        (),
+                        format!("Deployment {KLUSTERLET_NAMESPACE}/{KLUSTERLET_DEPLOYMENT}"),
+                    ))
+                },
+            )
+            .await?;
+            continue;
+        }
         let log = ctx.state.join("klusterlets").join(cluster).join("klusterlet.log");
         step(
             progress,
@@ -705,7 +769,7 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
     .await?;
 
     if let Some(wasm) = wasm {
-        let reference = format!("127.0.0.1:{}/addons/{ADDON}:v1", ctx.layout.registry());
+        let reference = format!("{registry_address}/addons/{ADDON}:v1");
         let wasm_path = wasm.display().to_string();
         let digest = step(
             progress,
@@ -900,24 +964,34 @@ fn record_control_planes(ctx: &Ctx, started: Vec<ControlPlane>) -> anyhow::Resul
     Ok(())
 }
 
-/// Starts a node for every managed cluster (`control_planes` after the hub), each routing
-/// the hub's `kubernetes` Service so that agent pods reach it, then detaches and records their
-/// processes (`<cluster>-node-<component>`). A failed node drops the others, which stops them.
+/// Starts a node for every control plane, each managed cluster's routing the hub's
+/// `kubernetes` Service so that its pods (klusterlet, agents) reach the hub, and the hub's
+/// exposing the registry to the hub's pods (plugin pulls); then detaches and records their
+/// processes (`<control plane>-node-<component>`). A failed node drops the others, which stops
+/// them. Returns where the registry is reachable from the hub's pods and from this host.
 async fn start_nodes(
     ctx: &Ctx,
     control_planes: &[ControlPlane],
     registry: &Registry,
-) -> anyhow::Result<((), String)> {
-    let (hub, clusters) = control_planes.split_first().context("no hub control plane")?;
-    let starts = clusters.iter().map(|cp| async move {
+) -> anyhow::Result<(String, String)> {
+    let hub = control_planes.first().context("no hub control plane")?;
+    let starts = control_planes.iter().map(|cp| async move {
         let dir = ctx.node_dir(cp.name());
         let mut node = Node::start_detached(cp, registry, &dir).await?;
-        node.route(hub)?;
+        if cp.name() != HUB {
+            node.route(hub)?;
+        }
         Ok::<_, anyhow::Error>((cp.name().to_owned(), node))
     });
-    let nodes = futures::future::try_join_all(starts).await?;
+    let mut nodes = futures::future::try_join_all(starts).await?;
+    let registry_address = nodes
+        .iter_mut()
+        .find(|(name, _)| name == HUB)
+        .context("no hub node")?
+        .1
+        .expose_registry(registry)?;
     let mut started = Vec::new();
-    for (cluster, node) in nodes {
+    for (name, node) in nodes {
         let logs: Vec<(&str, PathBuf)> = ["containerd", "kubelet", "kube-scheduler"]
             .into_iter()
             .map(|c| (c, node.log_path(c)))
@@ -925,18 +999,49 @@ async fn start_nodes(
         let address = node.address();
         for (component, pid) in node.detach() {
             let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
-                .with_context(|| format!("find the executable of {cluster}'s {component}"))?;
+                .with_context(|| format!("find the executable of {name}'s {component}"))?;
             let log = logs
                 .iter()
                 .find(|(c, _)| *c == component)
                 .map(|(_, path)| path.clone())
                 .unwrap_or_default();
-            let name = format!("{cluster}{NODE_PROCESS_INFIX}{component}");
-            processes::record(&ctx.state, &name, pid, &exe, &log, None)?;
+            let record = format!("{name}{NODE_PROCESS_INFIX}{component}");
+            processes::record(&ctx.state, &record, pid, &exe, &log, None)?;
         }
-        started.push(format!("{cluster}-node at {address}"));
+        started.push(format!("{name}-node at {address}"));
     }
-    Ok(((), started.join(", ")))
+    Ok((registry_address, started.join(", ")))
+}
+
+/// Waits until deploy/hub's Deployment, installed by `flotilla init --image`, has its two
+/// replicas ready (one of them leads).
+async fn hub_pods_ready(ctx: &Ctx) -> anyhow::Result<((), String)> {
+    let client = flotilla_localenv::kubeconfig::client_from_yaml(
+        &std::fs::read_to_string(ctx.admin_kubeconfig(HUB)).context("read the hub admin kubeconfig")?,
+    )
+    .await?;
+    await_ready(&client, ctx.args_timeout, |c| async move {
+        deployment_unready(&c, HUB_NAMESPACE, HUB_DEPLOYMENT).await
+    })
+    .await?;
+    Ok(((), format!("Deployment {HUB_NAMESPACE}/{HUB_DEPLOYMENT}")))
+}
+
+/// `None` when Deployment `namespace/name` has all its replicas ready; else what it has.
+pub async fn deployment_unready(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<Option<String>> {
+    let deployment = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await?;
+    let Some(deployment) = deployment else {
+        return Ok(Some(format!("no Deployment {namespace}/{name}")));
+    };
+    let wanted = deployment.spec.and_then(|s| s.replicas).unwrap_or(1);
+    let ready = deployment.status.and_then(|s| s.ready_replicas).unwrap_or(0);
+    Ok((ready < wanted).then(|| format!("Deployment {namespace}/{name}: {ready}/{wanted} ready")))
 }
 
 /// Applies deploy/hub (namespace, service account, least-privilege RBAC) and starts

@@ -156,7 +156,7 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
     let nodes = flotilla_testing::node::prerequisites().is_none();
     let (table, progress) = ok(flotilla(&state, &["up", "--base-port", base]));
     if nodes {
-        assert!(progress.contains("start a node per cluster"), "{progress}");
+        assert!(progress.contains("start a node per control plane"), "{progress}");
     } else {
         assert!(progress.contains("without nodes"), "{progress}");
     }
@@ -227,6 +227,7 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
     let (status, _) = ok(flotilla(&state, &["status"]));
     let agents: &[&str] = if nodes {
         &[
+            "hub-node-kubelet",
             "cluster1-node-containerd",
             "cluster1-node-kubelet",
             "cluster2-node-kube-scheduler",
@@ -258,6 +259,35 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
                 .any(|l| l.starts_with("cluster2-node-kubelet") && l.contains("node cluster2-node Ready")),
             "{status}"
         );
+        // The hub and the klusterlets run as users install them: deploy/hub's two replicas
+        // on the hub's node, deploy/klusterlet on each cluster's; none is a local process.
+        for (row, deployment) in [
+            ("hub ", "open-cluster-management-hub/flotilla-hub"),
+            ("klusterlet-cluster1 ", "open-cluster-management-agent/klusterlet"),
+            ("klusterlet-cluster2 ", "open-cluster-management-agent/klusterlet"),
+        ] {
+            assert!(
+                status
+                    .lines()
+                    .any(|l| l.starts_with(row) && l.contains(&format!("Deployment {deployment} ready"))),
+                "{row}in:\n{status}"
+            );
+        }
+        let records = processes::read_all(&state).unwrap();
+        assert!(
+            !records
+                .iter()
+                .any(|r| r.name == "hub" || r.name.starts_with("klusterlet-")),
+            "{records:?}"
+        );
+        let hub_pods = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
+            hub.clone(),
+            "open-cluster-management-hub",
+        )
+        .get("flotilla-hub")
+        .await
+        .unwrap();
+        assert_eq!(hub_pods.status.and_then(|s| s.ready_replicas), Some(2));
         assert!(
             !status.contains("addon-agent"),
             "no stand-in agents beside nodes:\n{status}"
@@ -322,7 +352,7 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
         .flatten()
         .filter_map(|d| std::fs::read_to_string(d.path().join("bridge")).ok())
         .collect();
-    assert_eq!(bridges.len(), if nodes { 2 } else { 0 }, "{bridges:?}");
+    assert_eq!(bridges.len(), if nodes { 3 } else { 0 }, "{bridges:?}");
 
     let recorded = processes::read_all(&state).unwrap();
     let (_, again) = ok(flotilla(&state, &["up", "--base-port", base]));

@@ -333,6 +333,20 @@ impl Node {
         self.record_rules()
     }
 
+    /// Makes `registry` reachable from this node's pods (only), at this node's address and the
+    /// registry's port; returns that `host:port`, which processes on this host reach too. The
+    /// hub's pods pull plugins this way.
+    pub fn expose_registry(&mut self, registry: &Registry) -> Result<String> {
+        let port = registry.port();
+        self.routes.push(service_route::route_loopback_port(
+            &self.bridge,
+            self.gateway,
+            port,
+        )?);
+        self.record_rules()?;
+        Ok(format!("{}:{port}", self.gateway))
+    }
+
     /// Writes every rule this node added to `<dir>/rules.json`, for [`release`].
     fn record_rules(&self) -> Result<()> {
         let rules: Vec<&Rule> = self.routes.iter().flat_map(Rules::rules).collect();

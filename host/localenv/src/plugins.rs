@@ -17,13 +17,28 @@ pub const HELLOWORLD_AGENT_ENV: &str = "FLOTILLA_HELLOWORLD_AGENT";
 
 /// Environment of an outer cargo that must not leak into the nested build.
 const SCRUB: &[&str] = &[
+    "RUSTC",
     "RUSTC_WORKSPACE_WRAPPER",
     "RUSTC_WRAPPER",
+    "RUSTDOC",
     "RUSTFLAGS",
-    "CARGO_ENCODED_RUSTFLAGS",
-    "CARGO_BUILD_RUSTFLAGS",
-    "CARGO_TARGET_DIR",
-    "CARGO_BUILD_TARGET",
+    "OUT_DIR",
+    "TARGET",
+    "HOST",
+    "PROFILE",
+    "OPT_LEVEL",
+    "DEBUG",
+    "NUM_JOBS",
+];
+/// `CARGO_*` variables the nested build keeps (where crates come from and how to fetch them);
+/// every other one is the outer cargo's or a test's (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, …)
+/// and would make the nested cargo see its dependencies as changed and rebuild them.
+const KEEP_CARGO: &[&str] = &[
+    "CARGO_HOME",
+    "CARGO_NET_",
+    "CARGO_HTTP_",
+    "CARGO_REGISTRIES_",
+    "CARGO_REGISTRY_",
 ];
 
 /// The repository's plugin workspace.
@@ -113,6 +128,12 @@ fn cargo_build(what: &str, manifest: &Path, target: &Path, extra: &[&str], hint:
         .stdin(Stdio::null());
     for var in SCRUB {
         command.env_remove(var);
+    }
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_") && !KEEP_CARGO.iter().any(|keep| name.starts_with(keep)) {
+            command.env_remove(name.as_ref());
+        }
     }
     let output = command.output().map_err(|e| {
         Error::Binary(format!(

@@ -94,15 +94,26 @@ impl Drop for Rules {
 /// Routes `cp`'s `kubernetes` Service address (port 443) to its apiserver, for pods on every
 /// node bridge and for processes on this host.
 pub fn route_kubernetes_service(cp: &ControlPlane) -> Result<Rules> {
-    route(cp.service_address(), cp.port())
+    route(
+        &format!("{BRIDGE_PREFIX}+"),
+        (cp.service_address(), 443),
+        cp.port(),
+    )
 }
 
-fn route(service: Ipv4Addr, apiserver_port: u16) -> Result<Rules> {
+/// Routes `address:port` to the loopback listener on `port` for pods on `bridge` only, and for
+/// processes on this host: how one node's pods reach the local registry (the hub's plugin
+/// pulls), while other nodes' pods do not.
+pub fn route_loopback_port(bridge: &str, address: Ipv4Addr, port: u16) -> Result<Rules> {
+    route(bridge, (address, port), port)
+}
+
+fn route(bridges: &str, (service, service_port): (Ipv4Addr, u16), loopback_port: u16) -> Result<Rules> {
     let mut rules = Rules::default();
     let dnat = |from_bridges: bool| -> Vec<String> {
         let mut spec = Vec::new();
         if from_bridges {
-            spec.extend(["-i".to_owned(), format!("{BRIDGE_PREFIX}+")]);
+            spec.extend(["-i".to_owned(), bridges.to_owned()]);
         }
         spec.extend(
             [
@@ -111,11 +122,11 @@ fn route(service: Ipv4Addr, apiserver_port: u16) -> Result<Rules> {
                 "-p",
                 "tcp",
                 "--dport",
-                "443",
+                &service_port.to_string(),
                 "-j",
                 "DNAT",
                 "--to-destination",
-                &format!("127.0.0.1:{apiserver_port}"),
+                &format!("127.0.0.1:{loopback_port}"),
             ]
             .map(String::from),
         );
@@ -127,7 +138,7 @@ fn route(service: Ipv4Addr, apiserver_port: u16) -> Result<Rules> {
 }
 
 /// Drops packets from `bridge` to loopback addresses unless a DNAT of [`route_kubernetes_service`]
-/// rewrote them: what `route_localnet` would otherwise let pods reach.
+/// or [`route_loopback_port`] rewrote them: what `route_localnet` would otherwise let pods reach.
 pub fn loopback_guard(bridge: &str) -> Result<Rules> {
     let mut rules = Rules::default();
     let spec = [

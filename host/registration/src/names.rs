@@ -6,8 +6,12 @@ use flotilla_core::registration::hub::acceptance;
 
 /// Namespace of the hub's own components.
 pub const HUB_NAMESPACE: &str = "open-cluster-management-hub";
+/// The hub's Deployment in [`HUB_NAMESPACE`] (deploy/hub).
+pub const HUB_DEPLOYMENT: &str = "flotilla-hub";
 /// Namespace of the klusterlet's agents on a managed cluster.
 pub const AGENT_NAMESPACE: &str = "open-cluster-management-agent";
+/// The klusterlet's Deployment in [`AGENT_NAMESPACE`] (deploy/klusterlet).
+pub const KLUSTERLET_DEPLOYMENT: &str = "klusterlet";
 /// Default install namespace of add-on agents on a managed cluster.
 pub const ADDON_NAMESPACE: &str = "open-cluster-management-agent-addon";
 /// Namespace of the `agent-registration-bootstrap` service account on the hub.
