@@ -691,17 +691,8 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
                 Some(ctx.node_dir(cluster).join("pod-logs")),
                 async {
                     let managed = ctx.admin_kubeconfig(cluster);
-                    let args = [
-                        "join",
-                        "--hub-token",
-                        &token,
-                        "--hub-apiserver",
-                        &hub_server,
-                        "--cluster-name",
-                        cluster,
-                        "--image",
-                        image,
-                    ];
+                    let mut args = join_args(&token, &hub_server, cluster);
+                    args.extend(["--image", image]);
                     flotilla(ctx, &managed, &args).await?;
                     Ok((
                         (),
@@ -719,21 +710,9 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
             Some(log),
             async {
                 let managed = ctx.admin_kubeconfig(cluster);
-                flotilla(
-                    ctx,
-                    &managed,
-                    &[
-                        "join",
-                        "--hub-token",
-                        &token,
-                        "--hub-apiserver",
-                        &hub_server,
-                        "--cluster-name",
-                        cluster,
-                        "--local",
-                    ],
-                )
-                .await?;
+                let mut args = join_args(&token, &hub_server, cluster);
+                args.push("--local");
+                flotilla(ctx, &managed, &args).await?;
                 let klusterlet = crate::local::read(&ctx.state, cluster)
                     .ok_or_else(|| anyhow!("`flotilla join --local` recorded no klusterlet"))?;
                 processes::record(
@@ -898,6 +877,19 @@ async fn run_steps(ctx: &Ctx, progress: &Progress) -> anyhow::Result<Environment
     env.complete = true;
     write_env(&ctx.state, &env)?;
     Ok(env)
+}
+
+/// `flotilla join` with the token, the hub's address and the cluster's name.
+fn join_args<'a>(token: &'a str, hub_server: &'a str, cluster: &'a str) -> Vec<&'a str> {
+    vec![
+        "join",
+        "--hub-token",
+        token,
+        "--hub-apiserver",
+        hub_server,
+        "--cluster-name",
+        cluster,
+    ]
 }
 
 /// Starts the hub and every managed cluster's control plane at once on their fixed ports
