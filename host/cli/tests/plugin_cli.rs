@@ -84,7 +84,7 @@ impl Inputs {
         );
         write(
             "configs.yaml",
-            "apiVersion: addon.open-cluster-management.io/v1alpha1\nkind: AddOnDeploymentConfig\nmetadata:\n  name: deploy\n  namespace: default\nspec:\n  agentInstallNamespace: agents\n  customizedVariables:\n  - name: LOG_LEVEL\n    value: \"3\"\n  registries:\n  - source: quay.io/open-cluster-management\n    mirror: mirror.local/ocm\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello\n  namespace: default\ndata:\n  replicas: \"2\"\n",
+            "apiVersion: addon.open-cluster-management.io/v1alpha1\nkind: AddOnDeploymentConfig\nmetadata:\n  name: deploy\n  namespace: default\nspec:\n  agentInstallNamespace: agents\n  customizedVariables:\n  - name: LOG_LEVEL\n    value: \"3\"\n  registries:\n  - source: flotilla.local/addons\n    mirror: mirror.local/addons\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello\n  namespace: default\ndata:\n  replicas: \"2\"\n",
         );
         let subject = format!("system:open-cluster-management:cluster:cluster1:addon:{addon}:agent:{addon}");
         let groups = [
@@ -155,7 +155,7 @@ fn plugin_run_calls_every_hook_and_prints_the_result() {
     assert_eq!(deployment["spec"]["replicas"], 2, "the ConfigMap config applies");
     assert_eq!(
         deployment["spec"]["template"]["spec"]["containers"][0]["image"],
-        "mirror.local/ocm/addon-examples:latest"
+        "mirror.local/addons/helloworld-agent:0.1.0"
     );
 
     // YAML by default.

@@ -49,7 +49,7 @@ async fn helloworld_config_renders_from_its_configs_in_the_sandbox() {
     let configs = [
         adc(json!({
             "customizedVariables": [{"name": "LOG_LEVEL", "value": "2"}],
-            "registries": [{"source": "quay.io/open-cluster-management", "mirror": "mirror.local/ocm"}],
+            "registries": [{"source": "flotilla.local/addons", "mirror": "mirror.local/addons"}],
             "nodePlacement": {"tolerations": [{"key": "dedicated", "operator": "Exists"}]},
             "resourceRequirements": [{"containerID": "*:*:*", "resources": {"requests": {"cpu": "20m"}}}]
         })),
@@ -66,7 +66,7 @@ async fn helloworld_config_renders_from_its_configs_in_the_sandbox() {
     assert_eq!(deployment["spec"]["replicas"], 3);
     assert_eq!(
         pod["containers"][0]["image"],
-        "mirror.local/ocm/addon-examples:latest"
+        "mirror.local/addons/helloworld-agent:0.1.0"
     );
     assert_eq!(pod["tolerations"][0]["key"], "dedicated");
     assert_eq!(pod["containers"][0]["resources"]["requests"]["cpu"], "20m");
