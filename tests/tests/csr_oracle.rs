@@ -13,7 +13,7 @@
 //!  Flotilla-made     flotilla_core::x509::client_request, which must always be accepted
 //! ```
 //!
-//! `cargo test -p flotilla-tests --test csr_oracle -- --ignored write_fuzz_seed_corpus` writes
+//! `cargo test -p flotilla-tests --test integration -- --ignored csr_oracle::write_fuzz_seed_corpus` writes
 //! the seed corpus of `tests/fuzz` from the crafted requests; the fuzz corpus (those seeds, and
 //! a grown corpus named by `FLOTILLA_FUZZ_CORPUS`) is compared with Go too.
 

@@ -8,7 +8,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, reason = "tests fail loudly")]
 
-mod support;
+use crate::support;
 
 use flotilla_api::addon::v1alpha1::{ManagedClusterAddOn, RegistrationConfig};
 use flotilla_api::work::v1::ManifestWork;

@@ -8,7 +8,7 @@
 
 #![allow(clippy::expect_used, reason = "tests fail loudly")]
 
-mod support;
+use crate::support;
 
 use flotilla_api::addon::consts::{ADDON_NAME_LABEL, LIFECYCLE_ANNOTATION};
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};

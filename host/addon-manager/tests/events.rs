@@ -8,7 +8,7 @@
 
 #![allow(clippy::expect_used, reason = "tests fail loudly")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

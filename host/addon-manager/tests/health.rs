@@ -5,7 +5,7 @@
 
 #![allow(clippy::expect_used, reason = "tests fail loudly")]
 
-mod support;
+use crate::support;
 
 use flotilla_api::addon::consts::managed_cluster_addon as mca;
 use flotilla_api::addon::v1alpha1::{HealthCheckMode, ManagedClusterAddOn};

@@ -9,7 +9,7 @@
 
 #![allow(clippy::expect_used, reason = "tests fail loudly")]
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

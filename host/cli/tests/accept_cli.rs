@@ -9,7 +9,7 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-mod common;
+use crate::common;
 
 use base64::{Engine as _, engine::general_purpose::STANDARD};
 use common::{flotilla, hub_token, ok};

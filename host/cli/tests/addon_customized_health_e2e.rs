@@ -12,7 +12,7 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -19,7 +19,7 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-mod common;
+use crate::common;
 
 use std::{
     sync::{Arc, Weak},

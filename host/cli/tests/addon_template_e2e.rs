@@ -18,7 +18,7 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-mod common;
+use crate::common;
 
 use std::{path::Path, time::Duration};
 

@@ -17,7 +17,7 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-mod common;
+use crate::common;
 
 use std::{
     collections::BTreeMap,

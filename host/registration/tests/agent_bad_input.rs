@@ -10,7 +10,7 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-mod agent_support;
+use crate::agent_support;
 
 use std::time::Duration;
 

@@ -13,7 +13,7 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-mod agent_support;
+use crate::agent_support;
 
 use agent_support::*;
 use base64::{Engine as _, engine::general_purpose::STANDARD};

@@ -11,7 +11,7 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-mod hub_support;
+use crate::hub_support;
 
 use std::{collections::BTreeMap, time::Duration};
 

@@ -8,7 +8,7 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-mod hub_support;
+use crate::hub_support;
 
 use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
 use flotilla_api::cluster::v1::ManagedCluster;

@@ -118,7 +118,7 @@ async fn a_killed_harness_leaves_nothing_once_the_next_environment_starts() {
     let scratch = tempfile::tempdir().unwrap();
     let report = scratch.path().join("orphan-dir");
     let mut harness = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "orphaned_node", "--nocapture"])
+        .args(["--exact", "node::orphaned_node", "--nocapture"])
         .env(ORPHAN_REPORT_ENV, &report)
         .stdout(std::process::Stdio::null())
         .spawn()

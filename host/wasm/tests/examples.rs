@@ -3,7 +3,7 @@
 //! `custom-signer` (its own signer and approval policy) and `hello-js`, written in JavaScript and
 //! built with componentize-js, which shows the contract is language-neutral.
 
-mod common;
+use crate::common;
 
 use common::{addon, agent_csr, cluster, load};
 use flotilla_test_plugins as plugins;

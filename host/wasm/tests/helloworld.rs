@@ -1,7 +1,7 @@
 //! The helloworld plugin through the real host: every hook, built as a wasm32-wasip2 component,
 //! compiled by wasmtime and called in the sandbox.
 
-mod common;
+use crate::common;
 
 use common::{addon, agent_csr, cluster, load};
 use flotilla_test_plugins::HELLOWORLD;

@@ -7,7 +7,7 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -247,7 +247,7 @@ fn an_answer_whose_strings_alias_one_buffer_is_refused_before_it_is_copied() {
     let child = std::process::Command::new(exe)
         .args([
             "--exact",
-            "aliased_load_under_a_memory_limit",
+            "hostile::aliased_load_under_a_memory_limit",
             "--ignored",
             "--nocapture",
         ])

@@ -2,7 +2,7 @@
 //! the library function `flotilla plugin push` uses, pulled the way the hub pulls them, and every
 //! refusal named. Status conditions for the same faults are in `controller.rs`.
 
-mod common;
+use crate::common;
 
 use common::{addon, cluster, runtime};
 use flotilla_test_plugins as plugins;

@@ -2,7 +2,7 @@
 //! Job marked as a pre-delete hook (the hub's handling of the hook is tested in
 //! host/addon-manager/tests/pre_delete.rs).
 
-mod common;
+use crate::common;
 
 use common::{addon, cluster, load};
 use flotilla_test_plugins as plugins;

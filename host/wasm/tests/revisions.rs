@@ -2,7 +2,7 @@
 //! swapped in atomically; calls in flight finish on the revision they started with; a bad new
 //! revision leaves the last good one serving.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -2,7 +2,7 @@
 //! a foreign contract version, undeclared imports, a lying or trapping `describe`, a digest that
 //! does not match its pin. Inputs that are not plugin crates are built here, at test time.
 
-mod common;
+use crate::common;
 
 use common::{component_from_wit, contract_wit, hostile_limits, load, runtime};
 use flotilla_test_plugins as plugins;

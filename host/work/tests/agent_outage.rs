@@ -9,7 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
-mod agent_support;
+use crate::agent_support;
 
 use std::{
     collections::BTreeMap,

@@ -13,7 +13,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
-mod agent_support;
+use crate::agent_support;
 
 use std::{path::Path, process::Command, time::Duration};
 

@@ -14,8 +14,8 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-mod agent_support;
-mod mwrs_support;
+use crate::agent_support;
+use crate::mwrs_support;
 
 use std::pin::pin;
 

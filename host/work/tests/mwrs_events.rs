@@ -8,7 +8,7 @@
     reason = "a test fails loudly at the first unexpected error"
 )]
 
-mod mwrs_support;
+use crate::mwrs_support;
 
 use std::time::Duration;
 
