@@ -640,6 +640,8 @@ fn klusterlet_manifests(args: &JoinArgs) -> anyhow::Result<Vec<serde_json::Value
             object["metadata"]["namespace"] = json!(namespace);
         }
         match object["kind"].as_str().unwrap_or_default() {
+            // The namespaces come from `bootstrap_manifests`, under the names given to `join`.
+            "Namespace" => continue,
             "ServiceAccount" => {}
             "ClusterRoleBinding" => {
                 object["metadata"]["name"] = json!(klusterlet_binding_name(namespace));
@@ -916,6 +918,22 @@ mod tests {
             .filter(|v| !v.is_null())
             .map(|v| v["kind"].as_str().unwrap().to_owned())
             .collect();
-        assert_eq!(kinds, ["ServiceAccount", "ClusterRoleBinding", "Deployment"]);
+        assert_eq!(
+            kinds,
+            [
+                "Namespace",
+                "Namespace",
+                "ServiceAccount",
+                "ClusterRoleBinding",
+                "Deployment"
+            ]
+        );
+        // The namespaces of a `kubectl apply -k deploy/klusterlet` are join's defaults.
+        let namespaces: Vec<String> = serde_yaml::Deserializer::from_str(KLUSTERLET_MANIFESTS)
+            .map(|d| serde_json::Value::deserialize(d).unwrap())
+            .filter(|v| v["kind"] == "Namespace")
+            .map(|v| v["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(namespaces, [names::AGENT_NAMESPACE, names::ADDON_NAMESPACE]);
     }
 }

@@ -1,12 +1,16 @@
 //! Flotilla as users install it, on real nodes. The Flotilla image (built here, pushed to the
 //! local registry) runs the hub, installed with `kubectl apply -k deploy/crds` and `-k` of an
 //! overlay of deploy/hub that names the image (two replicas electing a leader, the webhook
-//! reached through its Service), and the klusterlet that `flotilla join` deploys without
-//! `--local`, as a pod that reaches its own cluster through the `kubernetes` Service and the hub
-//! through the hub's. A ManifestWork's Deployment then runs real pods, and its
+//! reached through its Service), and the klusterlet installed as an operator does without
+//! `flotilla join`: the bootstrap kubeconfig Secret, then `kubectl apply -k` of an overlay of
+//! deploy/klusterlet naming the image and the cluster (`flotilla join --image` deploys the same
+//! documents in the `up` test). The klusterlet is a pod that reaches its own cluster through the
+//! `kubernetes` Service and the hub through the hub's. A ManifestWork's Deployment then runs real pods, and its
 //! `AvailableReplicas` feedback follows their readiness when a container is killed.
 //!
-//! Then real add-on agents: the helloworld agent (`plugins/helloworld/agent`, its image built
+//! Then real add-on agents. helloworld's plugin is pulled by the hub's pods over HTTPS, the
+//! registry verified with the CA bundle in the Flotilla image (a registry no CA there vouches
+//! for is refused). The helloworld agent (`plugins/helloworld/agent`, its image built
 //! here) runs as helloworld's pod with the credential the klusterlet obtained for it: the add-on
 //! is Available because its lease is renewed, and a ConfigMap of the cluster namespace on the hub
 //! appears on the cluster. helloworld-config runs the same agent with health mode `customized`:
@@ -21,12 +25,15 @@ use crate::common;
 
 use std::{path::Path, time::Duration};
 
-use common::{flotilla_at, hub_token, ok};
+use common::{flotilla_at, hub_token, ok, pushed_digest};
 use flotilla_api::addon::{consts::managed_cluster_addon as mca, v1alpha1::ManagedClusterAddOn};
+use flotilla_api::plugins::{consts as plugin_consts, v1alpha1::AddOnPlugin};
+use flotilla_registration::names;
 use flotilla_test_plugins as plugins;
 use flotilla_testing::{
-    ControlPlane, Node, image, kubectl, pause_deployment, registry::Registry, until_ready_replicas, wait,
+    ControlPlane, Node, image, kubectl, pause_deployment, pki, registry::Registry, until_ready_replicas, wait,
 };
+use flotilla_wasm::reasons::fetched;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::{
     ByteString,
@@ -50,27 +57,41 @@ fn available_replicas(work: &DynamicObject) -> Option<i64> {
         .as_i64()
 }
 
-/// A kustomize overlay in `dir` of deploy/hub that runs `image` (`<name>@<digest>`), as an
-/// operator points the base at their registry.
-fn hub_overlay(dir: &Path, image: &str) -> std::path::PathBuf {
+/// A kustomize overlay in `dir` of `deploy/<base>` that runs `image` (`<name>@<digest>`), as an
+/// operator points the base at their registry, with `patches` (kustomize's `patches:` entries).
+fn overlay(dir: &Path, base: &str, image: &str, patches: &str) -> std::path::PathBuf {
     let (name, digest) = image.split_once('@').unwrap();
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/hub");
-    let overlay = dir.join("hub-overlay");
+    let base_dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy")
+        .join(base);
+    let overlay = dir.join(format!("{base}-overlay"));
     std::fs::create_dir_all(&overlay).unwrap();
     // Kustomize takes relative paths only: up to the root, then down to the base.
     let overlay = overlay.canonicalize().unwrap();
-    let base = base.canonicalize().unwrap();
+    let base_dir = base_dir.canonicalize().unwrap();
     let up = "../".repeat(overlay.components().count() - 1);
-    let relative = format!("{up}{}", base.strip_prefix("/").unwrap().display());
+    let relative = format!("{up}{}", base_dir.strip_prefix("/").unwrap().display());
     std::fs::write(
         overlay.join("kustomization.yaml"),
         format!(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {relative}\n\
-             images:\n  - name: flotilla\n    newName: {name}\n    digest: {digest}\n"
+             images:\n  - name: flotilla\n    newName: {name}\n    digest: {digest}\n{patches}"
         ),
     )
     .unwrap();
     overlay
+}
+
+/// The hub's bootstrap kubeconfig for a klusterlet that reaches it at `server`, with `token`:
+/// what `flotilla join` writes into Secret `bootstrap-hub-kubeconfig`.
+fn bootstrap_kubeconfig(server: &str, ca_pem: &str, token: &str) -> String {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: hub\n  cluster:\n    server: {server}\n    \
+         certificate-authority-data: {ca}\ncontexts:\n- name: bootstrap\n  context:\n    cluster: hub\n    \
+         user: bootstrap\ncurrent-context: bootstrap\nusers:\n- name: bootstrap\n  user:\n    token: {token}\n"
+    )
 }
 
 async fn until_available(works: &Api<DynamicObject>, replicas: i64) {
@@ -89,10 +110,81 @@ async fn until_available(works: &Api<DynamicObject>, replicas: i64) {
     .unwrap();
 }
 
-/// Where the test keeps plugin components for the hub: its pods have no route to the loopback
-/// registry, so the plugins come from ConfigMaps.
+/// Where helloworld-config's component is kept: it comes from a ConfigMap, helloworld from a
+/// registry over HTTPS.
 const PLUGIN_NAMESPACE: &str = "default";
 const INSTALL_NAMESPACE: &str = "open-cluster-management-agent-addon";
+
+/// A registry serving HTTPS with a certificate `ca` issues for `node`'s address, exposed to
+/// `node`'s pods: returns it and the `host:port` they pull from.
+async fn https_registry(ca: &pki::CertificateAuthority, node: &mut Node) -> (Registry, String) {
+    let serving = ca
+        .issue_serving_with_ips("registry", &[], &[node.address().into()])
+        .unwrap();
+    let registry = Registry::builder()
+        .tls(&serving.cert_pem, &serving.key_pem)
+        .start()
+        .await
+        .unwrap();
+    let address = node.expose_registry(&registry).unwrap();
+    (registry, address)
+}
+
+/// Pushes the component at `path` to `reference` over HTTPS, trusting the host's CAs and
+/// `ca_pem` as a plugin author's machine would; returns the pushed digest.
+fn push_https(state: &Path, admin: &Path, path: &str, reference: &str, ca_pem: &str) -> String {
+    let bundle = state.join(format!("ca-bundle-{}.crt", fastrand::u32(..)));
+    let mut trusted = std::fs::read_to_string(image::CA_BUNDLE).unwrap();
+    trusted.push('\n');
+    trusted.push_str(ca_pem);
+    std::fs::write(&bundle, trusted).unwrap();
+    let pushed = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(["plugin", "push", path, reference, "--kubeconfig"])
+        .arg(admin)
+        .env("HOME", state)
+        .env("SSL_CERT_FILE", &bundle)
+        .output()
+        .unwrap();
+    pushed_digest(&ok(pushed))
+}
+
+/// The `Fetched` condition of AddOnPlugin `name` once it has one with `status`.
+async fn until_fetched(hub: &kube::Client, name: &str, status: &str) -> Condition {
+    let plugins: Api<AddOnPlugin> = Api::all(hub.clone());
+    wait::until(
+        &format!("AddOnPlugin {name} Fetched {status}"),
+        Duration::from_secs(120),
+        || async {
+            let plugin = plugins.get_opt(name).await?;
+            let fetched = plugin
+                .and_then(|p| p.status)
+                .map(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|c| c.type_ == plugin_consts::condition::FETCHED);
+            Ok::<_, kube::Error>(fetched.filter(|c| c.status == status))
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Enables add-on `name` on cluster1 once its ClusterManagementAddOn exists.
+async fn enable(hub: &kube::Client, state: &Path, admin: &Path, name: &str) {
+    let cmas: Api<flotilla_api::addon::v1alpha1::ClusterManagementAddOn> = Api::all(hub.clone());
+    wait::until(
+        &format!("ClusterManagementAddOn {name}"),
+        Duration::from_secs(120),
+        || async { cmas.get_opt(name).await.map(|c| c.map(|_| ())) },
+    )
+    .await
+    .unwrap();
+    ok(flotilla_at(
+        state,
+        admin,
+        &["addon", "enable", "--names", name, "--clusters", "cluster1"],
+    ));
+}
 
 /// Registers the component at `path` as add-on `name` from a ConfigMap (gzip-compressed).
 async fn register_from_configmap(hub: &kube::Client, state: &Path, admin: &Path, name: &str, path: &str) {
@@ -117,19 +209,7 @@ async fn register_from_configmap(hub: &kube::Client, state: &Path, admin: &Path,
         admin,
         &["plugin", "register", name, "--configmap", &source],
     ));
-    let cmas: Api<flotilla_api::addon::v1alpha1::ClusterManagementAddOn> = Api::all(hub.clone());
-    wait::until(
-        &format!("ClusterManagementAddOn {name}"),
-        Duration::from_secs(120),
-        || async { cmas.get_opt(name).await.map(|c| c.map(|_| ())) },
-    )
-    .await
-    .unwrap();
-    ok(flotilla_at(
-        state,
-        admin,
-        &["addon", "enable", "--names", name, "--clusters", "cluster1"],
-    ));
+    enable(hub, state, admin, name).await;
 }
 
 /// Waits until the `Available` condition of add-on `addon` on cluster1 satisfies `check`;
@@ -179,11 +259,17 @@ async fn klusterlet_pod_from_the_flotilla_image_runs_a_work_whose_feedback_follo
     let (hub, cluster, registry) = (hub.unwrap(), cluster.unwrap(), registry.unwrap());
     let (hub_node, cluster_node) =
         tokio::join!(Node::start(&hub, &registry), Node::start(&cluster, &registry));
-    let (hub_node, mut node) = (hub_node.unwrap(), cluster_node.unwrap());
+    let (mut hub_node, mut node) = (hub_node.unwrap(), cluster_node.unwrap());
     node.route(&hub).unwrap();
-    let flotilla_image = image::push_flotilla(&registry, env!("CARGO_BIN_EXE_flotilla").as_ref())
-        .await
-        .unwrap();
+    // The image trusts the host's CAs and the plugin registry's, as an operator's would.
+    let registry_ca = pki::CertificateAuthority::new("nodes-e2e plugin registry").unwrap();
+    let flotilla_image = image::push_flotilla_trusting(
+        &registry,
+        env!("CARGO_BIN_EXE_flotilla").as_ref(),
+        registry_ca.cert_pem(),
+    )
+    .await
+    .unwrap();
     let pause = image::push_pause(&registry).await.unwrap();
     let state_dir = tempfile::tempdir().unwrap();
     let state = state_dir.path();
@@ -191,8 +277,8 @@ async fn klusterlet_pod_from_the_flotilla_image_runs_a_work_whose_feedback_follo
     // The README's install, for real: the CRDs, then the hub's controllers from deploy/hub.
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
     kubectl(&hub, &["apply", "-k", deploy.join("crds").to_str().unwrap()]);
-    let overlay = hub_overlay(state, &flotilla_image);
-    kubectl(&hub, &["apply", "-k", overlay.to_str().unwrap()]);
+    let hub_overlay = overlay(state, "hub", &flotilla_image, "");
+    kubectl(&hub, &["apply", "-k", hub_overlay.to_str().unwrap()]);
     let hub_admin = hub.admin_client().await.unwrap();
     let hub_deployments: Api<Deployment> = Api::namespaced(hub_admin.clone(), "open-cluster-management-hub");
     let replicas = until_ready_replicas(&hub_deployments, "flotilla-hub", 2, Duration::from_secs(120)).await;
@@ -208,21 +294,35 @@ async fn klusterlet_pod_from_the_flotilla_image_runs_a_work_whose_feedback_follo
 
     // The hub as pods see it: its `kubernetes` Service, which its certificate names.
     let hub_service = format!("https://{}:443", hub.service_address());
-    ok(flotilla_at(
-        state,
-        cluster.admin_kubeconfig(),
+    // deploy/klusterlet as an operator applies it: the bootstrap kubeconfig in its Secret, then
+    // `kubectl apply -k` of an overlay that names the image and the cluster.
+    let agent_namespace = names::AGENT_NAMESPACE;
+    kubectl(&cluster, &["create", "namespace", agent_namespace]);
+    let bootstrap = state.join("bootstrap-kubeconfig");
+    std::fs::write(
+        &bootstrap,
+        bootstrap_kubeconfig(&hub_service, hub.ca_pem(), &token),
+    )
+    .unwrap();
+    kubectl(
+        &cluster,
         &[
-            "join",
-            "--hub-token",
-            &token,
-            "--hub-apiserver",
-            &hub_service,
-            "--cluster-name",
-            "cluster1",
-            "--image",
-            &flotilla_image,
+            "create",
+            "secret",
+            "generic",
+            names::BOOTSTRAP_SECRET,
+            "--namespace",
+            agent_namespace,
+            &format!("--from-file={}={}", names::KUBECONFIG_KEY, bootstrap.display()),
         ],
-    ));
+    );
+    let args = "[\"klusterlet\", \"--cluster-name\", \"cluster1\", \"--ops-bind\", \"0.0.0.0:8080\"]";
+    let patches = format!(
+        "patches:\n  - target:\n      kind: Deployment\n      name: klusterlet\n    patch: |-\n      \
+         - op: replace\n        path: /spec/template/spec/containers/0/args\n        value: {args}\n"
+    );
+    let klusterlet_overlay = overlay(state, "klusterlet", &flotilla_image, &patches);
+    kubectl(&cluster, &["apply", "-k", klusterlet_overlay.to_str().unwrap()]);
     let accepted = flotilla_at(
         state,
         admin,
@@ -272,20 +372,83 @@ async fn klusterlet_pod_from_the_flotilla_image_runs_a_work_whose_feedback_follo
     until_available(&works, 1).await;
     until_available(&works, 2).await;
 
-    real_addon_agents(&hub_admin, &managed, &node, &registry, state, admin).await;
+    let hub_side = HubSide {
+        client: &hub_admin,
+        node: &mut hub_node,
+        registry_ca: &registry_ca,
+        state,
+        admin,
+    };
+    real_addon_agents(hub_side, &managed, &node, &registry).await;
+}
+
+/// What the add-on part acts with on the hub's side.
+struct HubSide<'a> {
+    client: &'a kube::Client,
+    node: &'a mut Node,
+    registry_ca: &'a pki::CertificateAuthority,
+    state: &'a Path,
+    admin: &'a Path,
+}
+
+/// Registers helloworld from an HTTPS registry the hub's pods verify with the image's CA
+/// bundle, and shows a registry no CA in the bundle vouches for refused.
+async fn register_over_https(hub: &mut HubSide<'_>) -> [Registry; 2] {
+    let (trusted, host) = https_registry(hub.registry_ca, hub.node).await;
+    let reference = format!("{host}/addons/helloworld:v1");
+    let digest = push_https(
+        hub.state,
+        hub.admin,
+        plugins::HELLOWORLD,
+        &reference,
+        hub.registry_ca.cert_pem(),
+    );
+    let register = |name: &str, reference: &str, digest: &str| {
+        ok(flotilla_at(
+            hub.state,
+            hub.admin,
+            &["plugin", "register", name, "--oci", reference, "--digest", digest],
+        ))
+    };
+    register("helloworld", &reference, &digest);
+    until_fetched(hub.client, "helloworld", "True").await;
+
+    let stranger = pki::CertificateAuthority::new("a CA the image does not carry").unwrap();
+    let (untrusted, host) = https_registry(&stranger, hub.node).await;
+    let reference = format!("{host}/addons/untrusted:v1");
+    let digest = push_https(
+        hub.state,
+        hub.admin,
+        plugins::HELLOWORLD,
+        &reference,
+        stranger.cert_pem(),
+    );
+    register("untrusted", &reference, &digest);
+    let refused = until_fetched(hub.client, "untrusted", "False").await;
+    assert_eq!(refused.reason, fetched::REGISTRY_UNREACHABLE, "{refused:?}");
+    assert!(
+        refused.message.to_lowercase().contains("certificate"),
+        "{refused:?}"
+    );
+    [trusted, untrusted]
 }
 
 /// helloworld and helloworld-config with the real helloworld agent (see the module docs).
 async fn real_addon_agents(
-    hub: &kube::Client,
+    mut hub_side: HubSide<'_>,
     managed: &kube::Client,
     node: &Node,
     registry: &Registry,
-    state: &Path,
-    admin: &Path,
 ) {
     image::push_helloworld_agent(registry).await.unwrap();
-    register_from_configmap(hub, state, admin, "helloworld", plugins::HELLOWORLD).await;
+    let _plugin_registries = register_over_https(&mut hub_side).await;
+    let HubSide {
+        client: hub,
+        state,
+        admin,
+        ..
+    } = hub_side;
+    enable(hub, state, admin, "helloworld").await;
     let available = until_addon(hub, node, "helloworld", |c| c.status == "True").await;
     assert_eq!(available.reason, mca::REASON_LEASE_UPDATED, "{available:?}");
 

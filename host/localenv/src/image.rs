@@ -268,12 +268,19 @@ pub fn local_name((repository, tag): (&str, &str)) -> String {
 /// hand instead of a fresh release build. Runs as [`NONROOT`], with the plugin cache on the
 /// volume `deploy/hub` mounts. Returns the reference by digest.
 pub async fn push_flotilla(registry: &Registry, binary: &Path) -> Result<String> {
+    push_flotilla_trusting(registry, binary, "").await
+}
+
+/// [`push_flotilla`] with `ca_pem` added to the image's CA bundle, as an operator adds a private
+/// registry's CA: plugin pulls over HTTPS verify with the bundle in the image.
+pub async fn push_flotilla_trusting(registry: &Registry, binary: &Path, ca_pem: &str) -> Result<String> {
     push_program(
         registry,
         ("flotilla/flotilla", "local"),
         binary,
         "/flotilla",
         vec!["FLOTILLA_CACHE_DIR=/var/cache/flotilla".into()],
+        ca_pem,
     )
     .await
 }
@@ -295,23 +302,27 @@ pub async fn push_helloworld_agent_binary(registry: &Registry, binary: &Path) ->
         binary,
         "/helloworld-agent",
         Vec::new(),
+        "",
     )
     .await
 }
 
 /// Pushes an image of one dynamically linked program: `binary` at `path` (debug sections
-/// stripped, cached by contents), the libraries it links and the CA bundle, run as [`NONROOT`]
-/// with `env` (plus `SSL_CERT_FILE`). Returns the reference by digest.
+/// stripped, cached by contents), the libraries it links and the host's CA bundle followed by
+/// `extra_ca_pem`, run as [`NONROOT`] with `env` (plus `SSL_CERT_FILE`). Returns the reference
+/// by digest.
 async fn push_program(
     registry: &Registry,
     (repository, tag): (&str, &str),
     binary: &Path,
     path: &str,
     mut env: Vec<String>,
+    extra_ca_pem: &str,
 ) -> Result<String> {
     let binary = binary.to_path_buf();
     let in_image = path.to_owned();
-    let files = tokio::task::spawn_blocking(move || program_files(&binary, &in_image))
+    let extra_ca_pem = extra_ca_pem.to_owned();
+    let files = tokio::task::spawn_blocking(move || program_files(&binary, &in_image, &extra_ca_pem))
         .await
         .map_err(|e| Error::Binary(format!("image task: {e}")))??;
     env.push(format!("SSL_CERT_FILE={CA_BUNDLE}"));
@@ -329,7 +340,7 @@ async fn push_program(
     .await
 }
 
-fn program_files(binary: &Path, path: &str) -> Result<Vec<ImageFile>> {
+fn program_files(binary: &Path, path: &str, extra_ca_pem: &str) -> Result<Vec<ImageFile>> {
     let read =
         |path: &Path| std::fs::read(path).map_err(crate::error::io(format!("read {}", path.display())));
     let bytes = read(binary)?;
@@ -357,7 +368,14 @@ fn program_files(binary: &Path, path: &str) -> Result<Vec<ImageFile>> {
         let path = library.to_string_lossy().into_owned();
         files.push(ImageFile::executable(&path, read(&library)?));
     }
-    files.push(ImageFile::data(CA_BUNDLE, read(Path::new(CA_BUNDLE))?));
+    let mut bundle = read(Path::new(CA_BUNDLE))?;
+    if !extra_ca_pem.is_empty() {
+        if !bundle.ends_with(b"\n") {
+            bundle.push(b'\n');
+        }
+        bundle.extend_from_slice(extra_ca_pem.as_bytes());
+    }
+    files.push(ImageFile::data(CA_BUNDLE, bundle));
     Ok(files)
 }
 

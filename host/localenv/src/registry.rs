@@ -6,7 +6,8 @@
 //!     │                   and cached like the control-plane binary (source hash, lock, rename)
 //!     ├─ <dir>/config.yml  http.addr 127.0.0.1:<free port>, filesystem storage, deletes enabled
 //!     ├─ <dir>/storage/    docker/registry/v2/{blobs,repositories}/… (tests may tamper with it)
-//!     └─ <dir>/htpasswd    bcrypt entries, when auth is on (basic auth, no token server)
+//!     ├─ <dir>/htpasswd    bcrypt entries, when auth is on (basic auth, no token server)
+//!     └─ <dir>/tls.crt|key HTTPS instead of plain HTTP, when TLS is on
 //! ```
 //!
 //! The process dies with the handle: `Drop` kills it, and it also exits when its standard input
@@ -69,6 +70,7 @@ pub struct RegistryBuilder {
     state_dir: Option<PathBuf>,
     port: Option<u16>,
     detached: bool,
+    tls: Option<(String, String)>,
 }
 
 impl RegistryBuilder {
@@ -82,6 +84,13 @@ impl RegistryBuilder {
     /// directory that is removed on drop.
     pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.state_dir = Some(dir.into());
+        self
+    }
+
+    /// Serves HTTPS with this certificate and key (PEM) instead of plain HTTP. Clients must
+    /// trust the certificate's issuer; node images are pulled from plain-HTTP registries only.
+    pub fn tls(mut self, cert_pem: &str, key_pem: &str) -> Self {
+        self.tls = Some((cert_pem.to_owned(), key_pem.to_owned()));
         self
     }
 
@@ -182,6 +191,16 @@ impl Registry {
              http:\n  addr: {addr}\n  secret: flotilla-test-{port}\n",
             storage.display()
         );
+        if let Some((cert, key)) = &settings.tls {
+            let (cert_path, key_path) = (dir.join("tls.crt"), dir.join("tls.key"));
+            fs::write(&cert_path, cert).map_err(io("write the registry's certificate"))?;
+            fs::write(&key_path, key).map_err(io("write the registry's key"))?;
+            config.push_str(&format!(
+                "  tls:\n    certificate: {}\n    key: {}\n",
+                cert_path.display(),
+                key_path.display()
+            ));
+        }
         if let Some((user, password)) = &settings.htpasswd {
             let hash = bcrypt::hash_with_result(password, 4)
                 .map_err(|e| Error::State(format!("hash htpasswd password: {e}")))?

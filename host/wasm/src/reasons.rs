@@ -23,7 +23,8 @@ pub mod fetched {
     pub const INVALID_REFERENCE: &str = "InvalidReference";
     /// False: the pull secret exists but is not a usable docker config for the registry.
     pub const INVALID_PULL_SECRET: &str = "InvalidPullSecret";
-    /// False: the registry could not be reached (connection refused, DNS, timeout).
+    /// False: the registry could not be reached (connection refused, DNS, timeout, or a TLS
+    /// certificate no CA the hub trusts vouches for).
     pub const REGISTRY_UNREACHABLE: &str = "RegistryUnreachable";
     /// False: the whole fetch took longer than the controller's fetch deadline (a registry
     /// that holds the connection without answering, or answers a byte at a time).
