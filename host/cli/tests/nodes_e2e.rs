@@ -391,39 +391,37 @@ struct HubSide<'a> {
     admin: &'a Path,
 }
 
+/// Starts an HTTPS registry with a certificate `ca` issues, pushes helloworld's component to
+/// it and registers it as add-on `name` by digest, without `--insecure`.
+async fn publish_over_https(hub: &mut HubSide<'_>, ca: &pki::CertificateAuthority, name: &str) -> Registry {
+    let (registry, host) = https_registry(ca, hub.node).await;
+    let reference = format!("{host}/addons/{name}:v1");
+    let digest = push_https(
+        hub.state,
+        hub.admin,
+        plugins::HELLOWORLD,
+        &reference,
+        ca.cert_pem(),
+    );
+    ok(flotilla_at(
+        hub.state,
+        hub.admin,
+        &[
+            "plugin", "register", name, "--oci", &reference, "--digest", &digest,
+        ],
+    ));
+    registry
+}
+
 /// Registers helloworld from an HTTPS registry the hub's pods verify with the image's CA
 /// bundle, and shows a registry no CA in the bundle vouches for refused.
 async fn register_over_https(hub: &mut HubSide<'_>) -> [Registry; 2] {
-    let (trusted, host) = https_registry(hub.registry_ca, hub.node).await;
-    let reference = format!("{host}/addons/helloworld:v1");
-    let digest = push_https(
-        hub.state,
-        hub.admin,
-        plugins::HELLOWORLD,
-        &reference,
-        hub.registry_ca.cert_pem(),
-    );
-    let register = |name: &str, reference: &str, digest: &str| {
-        ok(flotilla_at(
-            hub.state,
-            hub.admin,
-            &["plugin", "register", name, "--oci", reference, "--digest", digest],
-        ))
-    };
-    register("helloworld", &reference, &digest);
+    let registry_ca = hub.registry_ca;
+    let trusted = publish_over_https(hub, registry_ca, "helloworld").await;
     until_fetched(hub.client, "helloworld", "True").await;
 
     let stranger = pki::CertificateAuthority::new("a CA the image does not carry").unwrap();
-    let (untrusted, host) = https_registry(&stranger, hub.node).await;
-    let reference = format!("{host}/addons/untrusted:v1");
-    let digest = push_https(
-        hub.state,
-        hub.admin,
-        plugins::HELLOWORLD,
-        &reference,
-        stranger.cert_pem(),
-    );
-    register("untrusted", &reference, &digest);
+    let untrusted = publish_over_https(hub, &stranger, "untrusted").await;
     let refused = until_fetched(hub.client, "untrusted", "False").await;
     assert_eq!(refused.reason, fetched::REGISTRY_UNREACHABLE, "{refused:?}");
     assert!(
