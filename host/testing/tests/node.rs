@@ -3,7 +3,8 @@
 //! to the local registry, a killed container is restarted and its readiness follows, and
 //! dropping the node leaves no mount, bridge or process behind; nor does a harness killed
 //! outright, once the next local environment starts. A hostile pod reaches its cluster's
-//! apiserver through the `kubernetes` Service and nothing else listening on loopback.
+//! apiserver through the `kubernetes` Service and nothing else listening on loopback, and a
+//! registry exposed to one node only from that node's pods.
 
 #![allow(
     clippy::unwrap_used,
@@ -255,7 +256,8 @@ struct HostilePod {
 }
 
 impl HostilePod {
-    fn attach(node: &Node) -> Self {
+    /// A pod on `node`'s bridge; `tag` tells apart several pods of one test process.
+    fn attach(node: &Node, tag: u8) -> Self {
         let ip = |args: &[&str]| {
             let output = Command::new("ip").args(args).output().unwrap();
             assert!(
@@ -264,10 +266,10 @@ impl HostilePod {
                 String::from_utf8_lossy(&output.stderr)
             );
         };
-        let namespace = format!("flt-hostile-{}", std::process::id());
-        let veth = format!("flth{}", std::process::id() % 100_000);
+        let namespace = format!("flt-hostile-{}-{tag}", std::process::id());
+        let veth = format!("flth{}{tag}", std::process::id() % 100_000);
         let [a, b, c, _] = node.address().octets();
-        let address = format!("{a}.{b}.{c}.250/24");
+        let address = format!("{a}.{b}.{c}.{}/24", 250 - u16::from(tag % 4));
         let gateway = node.address().to_string();
         ip(&["netns", "add", &namespace]);
         let pod = Self { namespace };
@@ -349,7 +351,7 @@ async fn a_pod_reaches_its_apiserver_and_no_other_loopback_listener() {
     let (cluster, registry) = tokio::join!(ControlPlane::start("guard-cluster"), Registry::start());
     let (cluster, registry) = (cluster.unwrap(), registry.unwrap());
     let node = Node::start(&cluster, &registry).await.unwrap();
-    let pod = HostilePod::attach(&node);
+    let pod = HostilePod::attach(&node, 0);
 
     // The `kubernetes` Service: DNAT to the apiserver on loopback, let through.
     assert!(pod.connects(&cluster.service_address().to_string(), 443));
@@ -374,4 +376,64 @@ async fn a_pod_reaches_its_apiserver_and_no_other_loopback_listener() {
         "without the guard the hostile pod should reach the registry"
     );
     assert!(!pod.connects("127.0.0.1", registry.port()));
+}
+
+/// The route `Node::expose_registry` gives the hub's node reaches the registry from that node's
+/// pods only: a pod on another node, dialling the same address and port, is refused, and would
+/// get through if the rule did not match the exposing node's bridge alone.
+#[tokio::test]
+async fn a_registry_exposed_to_one_node_is_out_of_reach_of_another_nodes_pods() {
+    let _alone = NODES.lock().await;
+    let (hub, other, registry) = tokio::join!(
+        ControlPlane::start("expose-hub"),
+        ControlPlane::start("expose-other"),
+        Registry::start()
+    );
+    let (hub, other, registry) = (hub.unwrap(), other.unwrap(), registry.unwrap());
+    let (hub_node, other_node) = tokio::join!(Node::start(&hub, &registry), Node::start(&other, &registry));
+    let (mut hub_node, other_node) = (hub_node.unwrap(), other_node.unwrap());
+    let exposed = hub_node.expose_registry(&registry).unwrap();
+    let (host, port) = exposed.split_once(':').unwrap();
+    let port: u16 = port.parse().unwrap();
+
+    let insider = HostilePod::attach(&hub_node, 1);
+    let outsider = HostilePod::attach(&other_node, 2);
+    assert!(insider.connects(host, port), "the hub's pod reaches the registry");
+    assert!(
+        !outsider.connects(host, port),
+        "another node's pod reached the registry exposed to the hub's node"
+    );
+
+    // The same DNAT for the other node's bridge lets it through: the bridge match refuses it.
+    let rule = [
+        "PREROUTING",
+        "-i",
+        other_node.bridge(),
+        "-d",
+        &format!("{host}/32"),
+        "-p",
+        "tcp",
+        "--dport",
+        &port.to_string(),
+        "-j",
+        "DNAT",
+        "--to-destination",
+        &format!("127.0.0.1:{port}"),
+    ];
+    let nat = |action: &str| {
+        let status = Command::new("iptables")
+            .args(["-t", "nat", action])
+            .args(rule)
+            .status()
+            .unwrap();
+        assert!(status.success(), "iptables {action} {rule:?}");
+    };
+    nat("-I");
+    let reached = outsider.connects(host, port);
+    nat("-D");
+    assert!(
+        reached,
+        "with the rule widened the other node's pod should reach the registry"
+    );
+    assert!(!outsider.connects(host, port));
 }
