@@ -340,6 +340,15 @@ async fn klusterlet_pod_from_the_flotilla_image_runs_a_work_whose_feedback_follo
     until_ready_replicas(&klusterlet, "klusterlet", 1, Duration::from_secs(60))
         .await
         .unwrap();
+    // `accept` returns once the cluster is accepted; the hub then makes its namespace.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(hub_admin.clone());
+    wait::until(
+        "the hub makes namespace cluster1",
+        Duration::from_secs(60),
+        || async { namespaces.get_opt("cluster1").await.map(|n| n.map(|_| ())) },
+    )
+    .await
+    .unwrap();
 
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
         "work.open-cluster-management.io",
@@ -450,20 +459,32 @@ async fn real_addon_agents(
     let available = until_addon(hub, node, "helloworld", |c| c.status == "True").await;
     assert_eq!(available.reason, mca::REASON_LEASE_UPDATED, "{available:?}");
 
-    // The agent's visible work: a ConfigMap of the cluster namespace on the hub is copied.
-    let greeting = ConfigMap {
+    // The agent's visible work: a ConfigMap of the cluster namespace on the hub is copied. One
+    // the cluster already has under another owner is left alone: the hub's `planted` comes
+    // first, and once `greeting` (after it) is copied, the cluster's `planted` is still its own.
+    let config_map = |name: &str, value: &str| ConfigMap {
         metadata: ObjectMeta {
-            name: Some("greeting".to_owned()),
+            name: Some(name.to_owned()),
             ..ObjectMeta::default()
         },
-        data: Some([("hello".to_owned(), "world".to_owned())].into()),
+        data: Some([("hello".to_owned(), value.to_owned())].into()),
         ..ConfigMap::default()
     };
-    Api::<ConfigMap>::namespaced(hub.clone(), "cluster1")
-        .create(&PostParams::default(), &greeting)
+    let copies: Api<ConfigMap> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);
+    copies
+        .create(
+            &PostParams::default(),
+            &config_map("planted", "the cluster's own"),
+        )
         .await
         .unwrap();
-    let copies: Api<ConfigMap> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);
+    let sources = Api::<ConfigMap>::namespaced(hub.clone(), "cluster1");
+    for (name, value) in [("planted", "from the hub"), ("greeting", "world")] {
+        sources
+            .create(&PostParams::default(), &config_map(name, value))
+            .await
+            .unwrap();
+    }
     wait::until(
         "the agent copies ConfigMap greeting",
         Duration::from_secs(60),
@@ -482,6 +503,13 @@ async fn real_addon_agents(
             node.pod_log_tail(INSTALL_NAMESPACE, "helloworld-agent", 20)
         )
     });
+    let planted = copies.get("planted").await.unwrap();
+    assert_eq!(
+        planted.data.unwrap_or_default().get("hello").map(String::as_str),
+        Some("the cluster's own"),
+        "the agent took over a ConfigMap another manager owns"
+    );
+    assert!(planted.metadata.labels.unwrap_or_default().is_empty());
 
     // helloworld-config renders the same Deployment: helloworld goes first.
     ok(flotilla_at(
