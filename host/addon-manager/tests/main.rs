@@ -8,6 +8,7 @@ mod support;
 
 mod addon_template;
 mod addons;
+mod config_inputs;
 mod events;
 mod health;
 mod registration;

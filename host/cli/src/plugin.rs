@@ -207,7 +207,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut configs = Vec::new();
     for path in &args.configs {
         for object in read_objects(path)? {
-            configs.push(inputs::resolved_config(&object).with_context(|| path.display().to_string())?);
+            configs.push(inputs::resolved_config(&object, None).with_context(|| path.display().to_string())?);
         }
     }
     let cluster_path = args

@@ -7,12 +7,13 @@
 //!
 //! A config's `spec-json` is the object's `spec`; for kinds without one (ConfigMap, Secret) it is
 //! the object minus `apiVersion`, `kind`, `metadata` and `status` (for a ConfigMap:
-//! `{"data": {...}}`). `spec-hash` is the lower-hex SHA-256 of that JSON with keys sorted, as OCM
-//! writes to `configReferences`.
+//! `{"data": {...}}`). `spec-hash` is the object's OCM spec hash
+//! ([`flotilla_core::addon::spec_hash`]), the value the hub writes to `configReferences`.
 
 use base64::Engine as _;
+use flotilla_core::addon::spec_hash::{UNHASHED_FIELDS, spec_hash};
+use flotilla_core::resources::plural;
 use serde_json::{Map, Value};
-use sha2::{Digest as _, Sha256};
 
 use crate::types::{Addon, Cluster, Csr, KeyValue, ResolvedConfig};
 use crate::validate::DEFAULT_INSTALL_NAMESPACE;
@@ -141,23 +142,11 @@ pub fn addon(
     })
 }
 
-/// The plural resource of `kind` (lower case, English plural rules Kubernetes' defaulting uses).
-pub fn plural(kind: &str) -> String {
-    let lower = kind.to_ascii_lowercase();
-    if lower.ends_with('s') || lower.ends_with('x') || lower.ends_with("ch") {
-        format!("{lower}es")
-    } else if let Some(stem) = lower.strip_suffix('y')
-        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
-    {
-        format!("{stem}ies")
-    } else {
-        format!("{lower}s")
-    }
-}
-
 /// A config object (an `AddOnDeploymentConfig`, a ConfigMap, any kind with a `spec`) as a
-/// resolved config. See the module docs for `spec-json` and `spec-hash`.
-pub fn resolved_config(object: &Value) -> Result<ResolvedConfig, InputError> {
+/// resolved config. `resource` is the plural its apiserver serves it by (the hub knows it from
+/// the config reference); without one it is guessed from the kind
+/// ([`flotilla_core::resources::plural`]). See the module docs for `spec-json` and `spec-hash`.
+pub fn resolved_config(object: &Value, resource: Option<&str>) -> Result<ResolvedConfig, InputError> {
     let kind = object
         .get("kind")
         .and_then(Value::as_str)
@@ -175,7 +164,7 @@ pub fn resolved_config(object: &Value) -> Result<ResolvedConfig, InputError> {
         Some(spec) => spec.clone(),
         None => {
             let mut rest: Map<String, Value> = object.as_object().cloned().unwrap_or_default();
-            for key in ["apiVersion", "kind", "metadata", "status"] {
+            for key in UNHASHED_FIELDS {
                 rest.remove(key);
             }
             Value::Object(rest)
@@ -184,14 +173,14 @@ pub fn resolved_config(object: &Value) -> Result<ResolvedConfig, InputError> {
     let spec_json = serde_json::to_string(&sorted(spec)).map_err(|e| err(&what, e.to_string()))?;
     Ok(ResolvedConfig {
         group,
-        resource: plural(kind),
+        resource: resource.map_or_else(|| plural(kind), str::to_owned),
         namespace: object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned(),
         name: name_of(object, &what)?,
-        spec_hash: hex::encode(Sha256::digest(spec_json.as_bytes())),
+        spec_hash: spec_hash(object).map_err(|e| err(&what, e.to_string()))?,
         spec_json,
     })
 }
@@ -256,15 +245,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn plurals_follow_kubernetes_defaulting() {
-        assert_eq!(plural("AddOnDeploymentConfig"), "addondeploymentconfigs");
-        assert_eq!(plural("ConfigMap"), "configmaps");
-        assert_eq!(plural("Ingress"), "ingresses");
-        assert_eq!(plural("NetworkPolicy"), "networkpolicies");
-        assert_eq!(plural("Gateway"), "gateways");
-    }
-
-    #[test]
     fn a_managed_cluster_carries_labels_claims_and_version() {
         let c = cluster(&json!({
             "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
@@ -284,11 +264,14 @@ mod tests {
     fn the_install_namespace_prefers_the_deployment_config() {
         let mca = json!({"kind": "ManagedClusterAddOn", "metadata": {"name": "a", "namespace": "c1"},
                          "spec": {"installNamespace": "from-spec"}});
-        let adc = resolved_config(&json!({
-            "apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "AddOnDeploymentConfig",
-            "metadata": {"name": "d", "namespace": "default"},
-            "spec": {"agentInstallNamespace": "from-config"}
-        }))
+        let adc = resolved_config(
+            &json!({
+                "apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "AddOnDeploymentConfig",
+                "metadata": {"name": "d", "namespace": "default"},
+                "spec": {"agentInstallNamespace": "from-config"}
+            }),
+            None,
+        )
         .unwrap();
         assert_eq!(adc.group, "addon.open-cluster-management.io");
         assert_eq!(adc.resource, "addondeploymentconfigs");
@@ -309,11 +292,23 @@ mod tests {
     fn a_config_map_config_is_its_data_and_the_hash_is_stable() {
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
                         "metadata": {"name": "c", "namespace": "n"}, "data": {"b": "2", "a": "1"}});
-        let rc = resolved_config(&cm).unwrap();
+        let rc = resolved_config(&cm, None).unwrap();
         assert_eq!(rc.group, "");
         assert_eq!(rc.resource, "configmaps");
         assert_eq!(rc.spec_json, r#"{"data":{"a":"1","b":"2"}}"#);
-        assert_eq!(rc.spec_hash.len(), 64);
-        assert_eq!(resolved_config(&cm).unwrap().spec_hash, rc.spec_hash);
+        assert_eq!(rc.spec_hash, spec_hash(&cm).unwrap());
+    }
+
+    #[test]
+    fn a_config_with_a_spec_carries_the_hash_the_hub_writes_and_the_served_resource() {
+        let gateway = json!({"apiVersion": "gateway.flotilla.test/v1", "kind": "Gateway",
+                             "metadata": {"name": "g", "namespace": "n"}, "spec": {"port": 80}});
+        let rc = resolved_config(&gateway, None).unwrap();
+        assert_eq!(rc.resource, "gateways");
+        assert_eq!(rc.spec_json, r#"{"port":80}"#);
+        // OCM hashes `{"spec":{...}}`, not the spec alone.
+        assert_eq!(rc.spec_hash, spec_hash(&gateway).unwrap());
+        let served = resolved_config(&gateway, Some("gatewayz")).unwrap();
+        assert_eq!(served.resource, "gatewayz");
     }
 }

@@ -24,6 +24,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("ADDON_TEMPLATE", "addon-template"),
     ("CUSTOM_SIGNER", "custom-signer"),
     ("REVISION_B", "revision-b"),
+    ("CONFIG_ECHO", "config-echo"),
     ("PRE_DELETE", "pre-delete"),
     ("HOSTILE_LOOP", "hostile-loop"),
     ("HOSTILE_MEMORY", "hostile-memory"),

@@ -15,7 +15,7 @@ use flotilla_wasm::{Error, Limits, inputs};
 use serde_json::json;
 
 fn config(object: serde_json::Value) -> ResolvedConfig {
-    inputs::resolved_config(&object).expect("config object converts")
+    inputs::resolved_config(&object, None).expect("config object converts")
 }
 
 fn adc(spec: serde_json::Value) -> ResolvedConfig {

@@ -484,7 +484,8 @@ async fn render_and_apply(
         .iter()
         .map(config_reference_from_v1alpha1)
         .collect();
-    let mut objects: Vec<Value> = Vec::new();
+    // Each released object with the resource its reference names it by (the apiserver's).
+    let mut objects: Vec<(Value, String)> = Vec::new();
     let mut missing: Vec<AddOnConfig> = Vec::new();
     let mut moved_on = false;
     for reference in &references {
@@ -507,7 +508,7 @@ async fn render_and_apply(
             }),
             Some(object) => {
                 moved_on |= observed(&object).is_none_or(|o| o.spec_hash != desired.spec_hash);
-                objects.push(object);
+                objects.push((object, reference.group_resource.resource.clone()));
             }
         }
     }
@@ -545,8 +546,8 @@ async fn render_and_apply(
 
     // Render.
     let mut plugin_configs: Vec<ResolvedConfig> = Vec::new();
-    for object in &objects {
-        match inputs::resolved_config(object) {
+    for (object, resource) in &objects {
+        match inputs::resolved_config(object, Some(resource)) {
             Ok(config) => plugin_configs.push(config),
             Err(e) => {
                 set(status, manifests_not_rendered(&e.to_string()), now);

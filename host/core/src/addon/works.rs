@@ -271,30 +271,13 @@ pub fn validate_manifests(
     Ok(manifests)
 }
 
-/// The plural resource Kubernetes guesses for `kind` (apimachinery's
-/// `UnsafeGuessKindToResource`, which OCM uses for orphaning rules): lower-case, then `s`→`ses`,
-/// `y`→`ies`, else `+s`; `endpoints` stays as is.
-pub fn guess_resource(kind: &str) -> String {
-    let singular = kind.to_lowercase();
-    if singular.is_empty() || singular.ends_with("endpoints") {
-        return singular;
-    }
-    if singular.ends_with('s') {
-        format!("{singular}es")
-    } else if let Some(stem) = singular.strip_suffix('y') {
-        format!("{stem}ies")
-    } else {
-        format!("{singular}s")
-    }
-}
-
 /// The orphaning rule of an object annotated `addon.open-cluster-management.io/deletion-orphan`.
 pub fn orphaning_rule(manifest: &AgentManifest) -> Option<OrphaningRule> {
     manifest
         .has_marker(DELETION_ORPHAN_ANNOTATION, false)
         .then(|| ResourceIdentifier {
             group: manifest.group().into(),
-            resource: guess_resource(&manifest.kind),
+            resource: crate::resources::plural(&manifest.kind),
             name: manifest.name.clone(),
             namespace: manifest.namespace.clone(),
         })
@@ -839,16 +822,6 @@ mod tests {
         let manifests = validated(&[json!({"kind": "K", "apiVersion": "v1", "metadata": {"name": "<"}})]);
         // {"apiVersion":"v1","kind":"K","metadata":{"name":"\u003c"}}
         assert_eq!(manifests[0].size, 59);
-    }
-
-    #[rstest]
-    #[case::plain("Deployment", "deployments")]
-    #[case::ending_in_s("Ingress", "ingresses")]
-    #[case::ending_in_y("NetworkPolicy", "networkpolicies")]
-    #[case::vowel_then_y("Gateway", "gatewaies")]
-    #[case::endpoints("Endpoints", "endpoints")]
-    fn resources_are_guessed_as_kubernetes_guesses(#[case] kind: &str, #[case] resource: &str) {
-        assert_eq!(guess_resource(kind), resource);
     }
 
     #[test]
