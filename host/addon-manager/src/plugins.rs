@@ -175,7 +175,6 @@ impl Plugins {
             .load_granting(
                 &name,
                 ADDON_TEMPLATE.to_vec(),
-                None,
                 Limits::default(),
                 vec![(ADDON_TEMPLATE_ENV.to_owned(), grant)],
             )

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use flotilla_wasm::fetch::oci::{self, RegistryAuth};
+use flotilla_plugin_loader::fetch::oci::{self, RegistryAuth};
 use flotilla_wasm::inspect::Inspection;
 use flotilla_wasm::types::{CsrDecision, FeedbackField, FeedbackValue, HealthStatus, ResourceIdentifier};
 use flotilla_wasm::{Limits, Runtime, RuntimeConfig, inputs};
@@ -189,7 +189,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .unwrap_or("cli")
         .to_owned();
     let plugin = runtime
-        .load(&addon_name, bytes, None, limits)
+        .load(&addon_name, bytes, limits)
         .await
         .with_context(|| format!("load {}", args.file.display()))?;
 
@@ -393,12 +393,12 @@ async fn inspect(args: InspectArgs) -> anyhow::Result<()> {
             &args.target,
             &auth,
             args.registry.insecure,
-            flotilla_wasm::fetch::DEFAULT_MAX_BYTES,
+            flotilla_plugin_loader::fetch::DEFAULT_MAX_BYTES,
             None,
         )
         .await
         .with_context(|| format!("pull {}", args.target))?;
-        (fetched.bytes, Some(fetched.origin))
+        (fetched.component.into_bytes(), Some(fetched.origin))
     } else {
         bail!(
             "{}: no such file, and not an OCI reference (registry/repository:tag)",

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
+use flotilla_plugin_loader::controller::ControllerConfig;
 use flotilla_registration::{agent, hub, names};
-use flotilla_wasm::controller::ControllerConfig;
 use flotilla_wasm::{AllocatorChoice, FaultPolicy, PluginRegistry, Runtime, RuntimeConfig};
 
 use crate::{cli::GlobalArgs, kube::instrumented_client};
@@ -60,7 +60,7 @@ pub struct HubArgs {
     pub plugin_resync_seconds: u64,
     /// Longest one fetch of a plugin from its source may take, in seconds (a registry that
     /// holds the connection is given up on; the last good revision keeps serving).
-    #[arg(long, default_value_t = flotilla_wasm::controller::DEFAULT_FETCH_DEADLINE.as_secs())]
+    #[arg(long, default_value_t = flotilla_plugin_loader::controller::DEFAULT_FETCH_DEADLINE.as_secs())]
     pub plugin_fetch_timeout_seconds: u64,
     /// Consecutive runtime faults after which a plugin revision is quarantined.
     #[arg(long, default_value_t = FaultPolicy::DEFAULT_THRESHOLD)]
@@ -456,7 +456,7 @@ async fn run_hub_controllers(
         let registry = plugin_host.clone();
         async move {
             match registry {
-                Some(registry) => flotilla_wasm::controller::run(client, registry, config).await,
+                Some(registry) => flotilla_plugin_loader::controller::run(client, registry, config).await,
                 None => std::future::pending().await,
             }
         }

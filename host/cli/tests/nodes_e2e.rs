@@ -28,12 +28,12 @@ use std::{path::Path, time::Duration};
 use common::{flotilla_at, hub_token, ok, pushed_digest};
 use flotilla_api::addon::{consts::managed_cluster_addon as mca, v1alpha1::ManagedClusterAddOn};
 use flotilla_api::plugins::{consts as plugin_consts, v1alpha1::AddOnPlugin};
+use flotilla_plugin_loader::reasons::fetched;
 use flotilla_registration::names;
 use flotilla_test_plugins as plugins;
 use flotilla_testing::{
     ControlPlane, Node, image, kubectl, pause_deployment, pki, registry::Registry, until_ready_replicas, wait,
 };
-use flotilla_wasm::reasons::fetched;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::{
     ByteString,

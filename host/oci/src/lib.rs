@@ -1,6 +1,6 @@
 //! Pure readers of what an OCI registry serves when the hub pulls a plugin, kept apart from the
-//! pulls themselves (flotilla-wasm `fetch::oci`) so that they are unit-tested and fuzzed without
-//! a registry or wasmtime.
+//! pulls themselves (flotilla-plugin-loader `fetch::oci`) so that they are unit-tested and
+//! fuzzed without a registry or wasmtime.
 //!
 //! ```text
 //!  manifest bytes ──index? refuse──▶ CNCF Wasm layout ──▶ config + the one application/wasm layer

@@ -1,7 +1,8 @@
 //! Content digests (`sha256:<hex>`) that name plugin revisions and cache entries.
 //!
-//! The `AddOnPlugin` CR pins `spec.digest`; the host hashes the bytes it received and refuses a
-//! mismatch before compiling anything. The same digest keys the compiled-artifact cache.
+//! The `AddOnPlugin` CR pins `spec.digest`; the loader hashes the bytes it received once
+//! ([`ComponentBytes`]) and refuses a mismatch before the sandbox sees them. The same digest
+//! names the revision and keys the compiled-artifact cache.
 
 use std::fmt;
 use std::str::FromStr;
@@ -38,6 +39,62 @@ impl fmt::Display for Digest {
 impl fmt::Debug for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
+    }
+}
+
+/// A component's bytes with their digest, hashed once when the bytes arrive: the pin check, the
+/// registry's "already serving this" test and the artifact cache all read this digest.
+#[derive(Clone)]
+pub struct ComponentBytes {
+    bytes: Vec<u8>,
+    digest: Digest,
+}
+
+impl ComponentBytes {
+    /// `bytes`, hashed.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        let digest = Digest::of(&bytes);
+        Self { bytes, digest }
+    }
+
+    /// The digest of the bytes.
+    pub const fn digest(&self) -> Digest {
+        self.digest
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// How many bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The bytes, giving up the digest.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+impl From<Vec<u8>> for ComponentBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        Self::new(bytes)
+    }
+}
+
+impl fmt::Debug for ComponentBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ComponentBytes")
+            .field("digest", &self.digest)
+            .field("len", &self.bytes.len())
+            .finish()
     }
 }
 

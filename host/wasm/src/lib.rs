@@ -2,10 +2,7 @@
 //! component (contract: `wit/flotilla-addon@0.1.0`).
 //!
 //! ```text
-//!   AddOnPlugin CR ─▶ controller (reconcile, status conditions, backoff)
-//!                       └─ fetch: ConfigMap (gzip) | OCI (CNCF Wasm layout, pull secret),
-//!                          capped before reading, layer and spec digests checked
-//!                  ──bytes, digest, limits──▶ PluginRegistry ── slot per add-on ──▶ Arc<Plugin>
+//!   bytes, digest, limits ──▶ PluginRegistry ── slot per add-on ──▶ Arc<Plugin>
 //!                                                  │ install: validate + compile +
 //!                                                  ▼ describe beside the running revision
 //!   Runtime: one Engine · epoch ticker thread · Linker (host log + WASI, nothing granted)
@@ -27,33 +24,31 @@
 //! [`FaultPolicy::threshold`] faults in a row, with backoff, during which calls answer their
 //! fail-safe result without running the guest.
 //!
-//! Start with [`Runtime::new`], then [`PluginRegistry::install`] and
-//! [`PluginRegistry::get`]; on a hub, [`controller::run`] does the installing from `AddOnPlugin`
-//! objects and the add-on manager looks plugins up with [`PluginRegistry::get`] by add-on name.
-//! [`inspect`] and [`fetch::oci::push`] serve `flotilla plugin inspect|push`; [`inputs`] turns
-//! Kubernetes objects into hook inputs for `flotilla plugin run` and the add-on manager alike.
+//! The sandbox knows nothing of Kubernetes or registries: `flotilla-plugin-loader` fetches and
+//! checks the bytes (its `AddOnPlugin` controller installs them here), and the add-on manager
+//! looks plugins up with [`PluginRegistry::get`] by add-on name. Start with [`Runtime::new`],
+//! then [`PluginRegistry::install`] and [`PluginRegistry::get`]. [`inspect`] serves
+//! `flotilla plugin inspect`; [`inputs`] turns Kubernetes objects into hook inputs for
+//! `flotilla plugin run` and the add-on manager alike.
 #![deny(missing_docs)]
 
 mod bindings;
 mod cache;
-pub mod controller;
 mod digest;
 mod error;
-pub mod fetch;
 mod host;
 pub mod inputs;
 pub mod inspect;
 mod limits;
 mod metrics;
 mod plugin;
-pub mod reasons;
 mod registry;
 mod runtime;
 mod state;
 pub mod validate;
 
-pub use digest::{Digest, ParseDigestError};
-pub use error::{Error, Fault, FetchError, Result, TimeoutBy, ValidationError};
+pub use digest::{ComponentBytes, Digest, ParseDigestError};
+pub use error::{Error, Fault, Result, TimeoutBy, ValidationError};
 pub use flotilla_core::plugin_faults::{FaultCount, FaultPolicy, FaultSummary};
 pub use limits::Limits;
 pub use metrics::{CacheResult, Metrics};

@@ -17,7 +17,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use arc_swap::ArcSwapOption;
 
-use crate::{Digest, Error, Limits, Plugin, Result, Runtime};
+use crate::{ComponentBytes, Error, Limits, Plugin, Result, Runtime};
 
 /// The revisions of one add-on's plugin.
 #[derive(Debug)]
@@ -63,18 +63,18 @@ impl PluginSlot {
     pub async fn install(
         &self,
         runtime: &Runtime,
-        bytes: Vec<u8>,
-        expected: Option<Digest>,
+        component: impl Into<ComponentBytes>,
         limits: Limits,
     ) -> Result<Arc<Plugin>> {
+        let component = component.into();
         let _installing = self.installing.lock().await;
         if let Some(current) = self.current()
-            && current.digest() == Digest::of(&bytes)
+            && current.digest() == component.digest()
             && *current.limits() == limits
         {
             return Ok(current);
         }
-        match runtime.load(&self.addon, bytes, expected, limits).await {
+        match runtime.load(&self.addon, component, limits).await {
             Ok(plugin) => {
                 let plugin = Arc::new(plugin);
                 let old = self.current.swap(Some(Arc::clone(&plugin)));
@@ -170,13 +170,10 @@ impl PluginRegistry {
     pub async fn install(
         &self,
         addon: &str,
-        bytes: Vec<u8>,
-        expected: Option<Digest>,
+        component: impl Into<ComponentBytes>,
         limits: Limits,
     ) -> Result<Arc<Plugin>> {
-        self.slot(addon)
-            .install(&self.runtime, bytes, expected, limits)
-            .await
+        self.slot(addon).install(&self.runtime, component, limits).await
     }
 
     /// Records that `AddOnPlugin` `plugin` drives `addon` (the controller's claim).

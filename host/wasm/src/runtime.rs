@@ -35,7 +35,7 @@ use crate::metrics::Metrics;
 use crate::plugin::Caller;
 use crate::state::CallState;
 use crate::validate::{check_component_type, check_header, check_options};
-use crate::{Digest, Error, FaultPolicy, Hook, Limits, Plugin, Result, ValidationError};
+use crate::{ComponentBytes, Digest, Error, FaultPolicy, Hook, Limits, Plugin, Result, ValidationError};
 
 /// Fault events buffered per subscriber; a subscriber that falls further behind is told it
 /// lagged and rereads every plugin.
@@ -276,18 +276,17 @@ impl Runtime {
     }
 
     /// Validates, compiles (or loads from cache) and pre-instantiates a plugin for `addon`, then
-    /// runs `describe` under `limits` and checks its answer. `expected` pins the digest.
+    /// runs `describe` under `limits` and checks its answer. A digest the bytes must have is the
+    /// loader's to check, before they get here.
     ///
     /// Compilation runs on tokio's blocking pool; the caller's task only awaits it.
     pub async fn load(
         &self,
         addon: &str,
-        bytes: Vec<u8>,
-        expected: Option<Digest>,
+        component: impl Into<ComponentBytes>,
         limits: Limits,
     ) -> Result<Plugin> {
-        self.load_granting(addon, bytes, expected, limits, Vec::new())
-            .await
+        self.load_granting(addon, component, limits, Vec::new()).await
     }
 
     /// Like [`Runtime::load`], and every call of the plugin sees `env` as its WASI environment:
@@ -298,12 +297,11 @@ impl Runtime {
     pub async fn load_granting(
         &self,
         addon: &str,
-        bytes: Vec<u8>,
-        expected: Option<Digest>,
+        component: impl Into<ComponentBytes>,
         limits: Limits,
         env: Vec<(String, String)>,
     ) -> Result<Plugin> {
-        let result = self.load_inner(addon, bytes, expected, limits, env).await;
+        let result = self.load_inner(addon, component.into(), limits, env).await;
         let outcome = match &result {
             Ok(_) => "ok",
             Err(e) => e.fault().as_str(),
@@ -318,29 +316,21 @@ impl Runtime {
     async fn load_inner(
         &self,
         addon: &str,
-        bytes: Vec<u8>,
-        expected: Option<Digest>,
+        component: ComponentBytes,
         limits: Limits,
         env: Vec<(String, String)>,
     ) -> Result<Plugin> {
         self.check_limits(&limits)?;
         let max = self.inner.config.max_component_bytes;
-        if bytes.len() > max {
+        if component.len() > max {
             return Err(ValidationError::TooLarge {
-                actual: bytes.len(),
+                actual: component.len(),
                 limit: max,
             }
             .into());
         }
-        let digest = Digest::of(&bytes);
-        if let Some(expected) = expected
-            && expected != digest
-        {
-            return Err(Error::DigestMismatch {
-                expected,
-                actual: digest,
-            });
-        }
+        let digest = component.digest();
+        let bytes = component.into_bytes();
         check_header(&bytes)?;
 
         let compiled = self.inner.compiled_cell(&digest);

@@ -24,7 +24,6 @@ async fn load_fresh(dir: &Path) -> (Runtime, CacheResult) {
         .load(
             "hello",
             std::fs::read(PLUGIN).expect("plugin component was built"),
-            None,
             Limits::default(),
         )
         .await

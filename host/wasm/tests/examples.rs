@@ -161,10 +161,7 @@ async fn the_javascript_plugin_runs_every_hook_through_the_host() {
         memory_bytes: 128 << 20,
         ..Limits::default()
     };
-    let plugin = common::runtime()
-        .load("hello-js", bytes, None, limits)
-        .await
-        .unwrap();
+    let plugin = common::runtime().load("hello-js", bytes, limits).await.unwrap();
     assert_eq!(plugin.options().health, HealthMode::DeploymentAvailability);
 
     let (c, a) = (cluster("cluster1"), addon("hello-js"));

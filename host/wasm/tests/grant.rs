@@ -15,13 +15,12 @@ async fn a_granted_environment_reaches_only_the_revision_it_was_granted_to() {
         .load_granting(
             "t",
             bytes.clone(),
-            None,
             Limits::default(),
             vec![("FLOTILLA_ADDON_TEMPLATE".to_owned(), template)],
         )
         .await
         .unwrap();
-    let plain = runtime.load("t", bytes, None, Limits::default()).await.unwrap();
+    let plain = runtime.load("t", bytes, Limits::default()).await.unwrap();
     assert_eq!(granted.options().registrations.len(), 1);
     assert!(plain.options().registrations.is_empty());
 }

@@ -31,10 +31,7 @@ fn runtime_with(interruption: Interruption) -> Runtime {
 
 async fn load_into(runtime: &Runtime, addon: &str, path: &str, limits: Limits) -> Plugin {
     let bytes = std::fs::read(path).expect("plugin component was built");
-    runtime
-        .load(addon, bytes, None, limits)
-        .await
-        .expect("plugin loads")
+    runtime.load(addon, bytes, limits).await.expect("plugin loads")
 }
 
 #[tokio::test]
@@ -279,7 +276,7 @@ async fn aliased_load_under_a_memory_limit() {
     let bytes = std::fs::read(plugins::HOSTILE_ALIASED).expect("plugin component was built");
     let loaded = ends_within(
         hang_bound(&limits),
-        common::runtime().load("aliased", bytes, None, limits),
+        common::runtime().load("aliased", bytes, limits),
     )
     .await;
     let Err(error) = loaded else {
@@ -365,7 +362,6 @@ async fn a_plugin_asking_for_more_than_its_memory_share_is_refused() {
         .load(
             "helloworld",
             bytes,
-            None,
             Limits {
                 memory_bytes: share + (64 << 10),
                 ..Limits::default()

@@ -7,13 +7,10 @@
 mod common;
 
 mod cache;
-mod controller;
 mod examples;
 mod grant;
 mod helloworld;
 mod hostile;
-mod oci;
-mod oci_bounds;
 mod pre_delete_plugin;
 mod revisions;
 mod runtime;

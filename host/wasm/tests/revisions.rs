@@ -24,13 +24,13 @@ async fn calls_under_load_during_a_swap_never_fail_and_never_mix() {
     let (c, a) = (cluster("cluster1"), addon("swap"));
 
     let old = registry
-        .install("swap", old_bytes, None, Limits::default())
+        .install("swap", old_bytes, Limits::default())
         .await
         .unwrap();
     let expected_old = old.manifests(&c, &a, &[]).await.unwrap();
     drop(old);
     let probe = runtime()
-        .load("swap-probe", new_bytes.clone(), None, Limits::default())
+        .load("swap-probe", new_bytes.clone(), Limits::default())
         .await
         .unwrap();
     let expected_new = probe.manifests(&c, &a, &[]).await.unwrap();
@@ -60,7 +60,7 @@ async fn calls_under_load_during_a_swap_never_fail_and_never_mix() {
         tokio::task::yield_now().await;
     }
     let swapped = registry
-        .install("swap", new_bytes, None, Limits::default())
+        .install("swap", new_bytes, Limits::default())
         .await
         .unwrap();
     assert_eq!(swapped.digest(), new_digest);
@@ -101,7 +101,7 @@ async fn calls_under_load_during_a_swap_never_fail_and_never_mix() {
 async fn a_bad_new_revision_leaves_the_last_good_one_serving() {
     let registry = PluginRegistry::new(runtime());
     let good = registry
-        .install("keep", bytes(plugins::HELLOWORLD), None, Limits::default())
+        .install("keep", bytes(plugins::HELLOWORLD), Limits::default())
         .await
         .unwrap();
     let (c, a) = (cluster("cluster1"), addon("keep"));
@@ -109,12 +109,7 @@ async fn a_bad_new_revision_leaves_the_last_good_one_serving() {
 
     // A component whose describe traps.
     let err = registry
-        .install(
-            "keep",
-            bytes(plugins::HOSTILE_DESCRIBE_TRAP),
-            None,
-            Limits::default(),
-        )
+        .install("keep", bytes(plugins::HOSTILE_DESCRIBE_TRAP), Limits::default())
         .await;
     assert!(
         matches!(err, Err(Error::Validate(ValidationError::DescribeFailed { .. }))),
@@ -122,28 +117,12 @@ async fn a_bad_new_revision_leaves_the_last_good_one_serving() {
     );
     // Not a component at all.
     let err = registry
-        .install(
-            "keep",
-            wat::parse_str("(module)").unwrap(),
-            None,
-            Limits::default(),
-        )
+        .install("keep", wat::parse_str("(module)").unwrap(), Limits::default())
         .await;
     assert!(
         matches!(err, Err(Error::Validate(ValidationError::NotAComponent))),
         "{err:?}"
     );
-    // A digest mismatch.
-    let err = registry
-        .install(
-            "keep",
-            bytes(plugins::REVISION_B),
-            Some(Digest::of(b"x")),
-            Limits::default(),
-        )
-        .await;
-    assert!(matches!(err, Err(Error::DigestMismatch { .. })), "{err:?}");
-
     let serving = registry.get("keep").unwrap();
     assert_eq!(serving.digest(), good.digest());
     assert_eq!(serving.manifests(&c, &a, &[]).await.unwrap(), expected);
@@ -153,11 +132,11 @@ async fn a_bad_new_revision_leaves_the_last_good_one_serving() {
 async fn rollback_restores_the_previous_revision_and_reinstalling_is_a_no_op() {
     let registry = PluginRegistry::new(runtime());
     let a = registry
-        .install("roll", bytes(plugins::HELLOWORLD), None, Limits::default())
+        .install("roll", bytes(plugins::HELLOWORLD), Limits::default())
         .await
         .unwrap();
     let again = registry
-        .install("roll", bytes(plugins::HELLOWORLD), None, Limits::default())
+        .install("roll", bytes(plugins::HELLOWORLD), Limits::default())
         .await
         .unwrap();
     assert!(
@@ -166,7 +145,7 @@ async fn rollback_restores_the_previous_revision_and_reinstalling_is_a_no_op() {
     );
 
     let b = registry
-        .install("roll", bytes(plugins::REVISION_B), None, Limits::default())
+        .install("roll", bytes(plugins::REVISION_B), Limits::default())
         .await
         .unwrap();
     assert_eq!(registry.get("roll").unwrap().digest(), b.digest());

@@ -73,8 +73,8 @@ fn hook_futures_are_send_so_controllers_can_spawn_them() {
         assert_send(&plugin.hub_permissions(&cluster, &addon));
     }
     let runtime = registry.runtime().clone();
-    assert_send(&runtime.load("x", Vec::new(), None, flotilla_wasm::Limits::default()));
-    assert_send(&registry.install("x", Vec::new(), None, flotilla_wasm::Limits::default()));
+    assert_send(&runtime.load("x", Vec::new(), flotilla_wasm::Limits::default()));
+    assert_send(&registry.install("x", Vec::new(), flotilla_wasm::Limits::default()));
 }
 
 #[test]

@@ -6,11 +6,11 @@ use crate::common;
 
 use common::{component_from_wit, contract_wit, hostile_limits, load, runtime};
 use flotilla_test_plugins as plugins;
-use flotilla_wasm::{Digest, Error, Fault, Limits, ValidationError};
+use flotilla_wasm::{Error, Fault, Limits, ValidationError};
 
 async fn refuse(bytes: Vec<u8>) -> Error {
     runtime()
-        .load("refused", bytes, None, Limits::default())
+        .load("refused", bytes, Limits::default())
         .await
         .expect_err("the host refused the component")
 }
@@ -101,38 +101,12 @@ async fn a_describe_that_traps_is_refused_with_the_trap() {
 }
 
 #[tokio::test]
-async fn bytes_that_do_not_match_the_pinned_digest_are_refused() {
-    let bytes = std::fs::read(plugins::HELLOWORLD).unwrap();
-    let pinned = Digest::of(b"some other revision");
-    let err = runtime()
-        .load("helloworld", bytes.clone(), Some(pinned), Limits::default())
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, Error::DigestMismatch { expected, actual } if expected == pinned && actual == Digest::of(&bytes))
-    );
-
-    let ok = runtime()
-        .load(
-            "helloworld",
-            bytes.clone(),
-            Some(Digest::of(&bytes)),
-            Limits::default(),
-        )
-        .await;
-    assert!(ok.is_ok());
-}
-
-#[tokio::test]
 async fn limits_above_the_engine_ceilings_are_refused() {
     let bytes = std::fs::read(plugins::HELLOWORLD).unwrap();
     let limits = Limits {
         memory_bytes: 64 << 30,
         ..Limits::default()
     };
-    let err = runtime()
-        .load("helloworld", bytes, None, limits)
-        .await
-        .unwrap_err();
+    let err = runtime().load("helloworld", bytes, limits).await.unwrap_err();
     assert!(matches!(err, Error::LimitsOutOfRange { .. }), "{err}");
 }

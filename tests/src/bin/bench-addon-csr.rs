@@ -160,7 +160,7 @@ async fn main() -> anyhow::Result<()> {
     let runtime = Runtime::new(RuntimeConfig::default())?;
     let registry = flotilla_wasm::PluginRegistry::new(runtime);
     let bytes = std::fs::read(flotilla_test_plugins::HELLOWORLD)?;
-    let plugin = registry.install(ADDON, bytes, None, Limits::default()).await?;
+    let plugin = registry.install(ADDON, bytes, Limits::default()).await?;
     through_plugin(&plugin, &request, &regs).await?; // warm-up
 
     let started = Instant::now();

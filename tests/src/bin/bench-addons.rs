@@ -308,7 +308,11 @@ fn start_hub(kubeconfig: String, registry: Arc<PluginRegistry>) {
                 ..Default::default()
             };
             futures::join!(
-                flotilla_wasm::controller::run(client.clone(), Arc::clone(&registry), Default::default()),
+                flotilla_plugin_loader::controller::run(
+                    client.clone(),
+                    Arc::clone(&registry),
+                    Default::default()
+                ),
                 flotilla_addon_manager::run(client, registry, options),
             );
         });

@@ -231,9 +231,7 @@ async fn fault_overshoot(runs: usize) -> anyhow::Result<()> {
             },
             ..RuntimeConfig::default()
         })?;
-        let plugin = rt
-            .load("hostile", std::fs::read(case.path)?, None, case.limits)
-            .await?;
+        let plugin = rt.load("hostile", std::fs::read(case.path)?, case.limits).await?;
         let (c, a) = (cluster(), addon());
         let mut samples = Vec::with_capacity(runs);
         let mut kind = String::new();
@@ -317,9 +315,7 @@ async fn main() -> anyhow::Result<()> {
     for _ in 0..5 {
         let rt = runtime(AllocatorChoice::Auto, None)?;
         let t = Instant::now();
-        let plugin = rt
-            .load("helloworld", bytes.clone(), None, Limits::default())
-            .await?;
+        let plugin = rt.load("helloworld", bytes.clone(), Limits::default()).await?;
         compile_only.push(t.elapsed());
         plugin.manifests(&cluster(), &addon(), &[]).await?;
         cold.push(t.elapsed());
@@ -344,10 +340,7 @@ async fn main() -> anyhow::Result<()> {
                 continue;
             }
         };
-        let plugin = Arc::new(
-            rt.load("helloworld", bytes.clone(), None, Limits::default())
-                .await?,
-        );
+        let plugin = Arc::new(rt.load("helloworld", bytes.clone(), Limits::default()).await?);
         warm(&plugin, 50).await;
         let mut samples = warm(&plugin, warm_calls).await;
         let (p50, p99) = percentiles(&mut samples);
@@ -387,13 +380,11 @@ async fn main() -> anyhow::Result<()> {
         let cache = dir.path().join(format!("run-{i}"));
         let rt = runtime(AllocatorChoice::Auto, Some(cache.clone()))?;
         let t = Instant::now();
-        rt.load("helloworld", bytes.clone(), None, Limits::default())
-            .await?;
+        rt.load("helloworld", bytes.clone(), Limits::default()).await?;
         miss.push(t.elapsed());
         let rt = runtime(AllocatorChoice::Auto, Some(cache))?;
         let t = Instant::now();
-        rt.load("helloworld", bytes.clone(), None, Limits::default())
-            .await?;
+        rt.load("helloworld", bytes.clone(), Limits::default()).await?;
         hit.push(t.elapsed());
     }
     let (miss_p50, _) = percentiles(&mut miss);

@@ -23,7 +23,7 @@ async fn plugin(addon: &str, path: &str) -> std::sync::Arc<flotilla_wasm::Plugin
         ..Limits::default()
     };
     registry
-        .install(addon, std::fs::read(path).expect("plugin built"), None, limits)
+        .install(addon, std::fs::read(path).expect("plugin built"), limits)
         .await
         .expect("plugin loads")
 }

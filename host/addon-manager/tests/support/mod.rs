@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use flotilla_api::plugins::v1alpha1::{AddOnPlugin, AddOnPluginSpec, ConfigMapSource, PluginSource};
 use flotilla_api::work::v1::ManifestWork;
+use flotilla_plugin_loader::controller::{self, ControllerConfig};
 use flotilla_testing::{ControlPlane, wait};
-use flotilla_wasm::controller::{self, ControllerConfig};
 use flotilla_wasm::{PluginRegistry, Runtime, RuntimeConfig};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

@@ -55,7 +55,7 @@ pub fn hang_bound(limits: &Limits) -> Duration {
 /// Loads a built plugin (see `flotilla-test-plugins`).
 pub async fn load(addon: &str, path: &str, limits: Limits) -> flotilla_wasm::Result<Plugin> {
     let bytes = std::fs::read(path).expect("plugin component was built");
-    runtime().load(addon, bytes, None, limits).await
+    runtime().load(addon, bytes, limits).await
 }
 
 /// Awaits `f`, failing the test if it does not end within `bound`.

@@ -22,7 +22,7 @@
 //! revision they hold.
 //!
 //! Runtime faults: the runtime announces every change of a serving revision's fault summary
-//! ([`crate::Runtime::subscribe_faults`]); a task beside the controller coalesces them for
+//! ([`flotilla_wasm::Runtime::subscribe_faults`]); a task beside the controller coalesces them for
 //! [`ControllerConfig::fault_debounce`] and writes `status.faults` and `Degraded` of the owning
 //! `AddOnPlugin` (without fetching anything), and again when time alone changes the summary (a
 //! fault leaves the window, a quarantine ends).

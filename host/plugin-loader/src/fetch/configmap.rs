@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 
 use super::{Fetched, maybe_gunzip};
-use crate::{Digest, FetchError};
+use crate::{ComponentBytes, FetchError};
 
 pub(super) async fn fetch(
     client: &kube::Client,
@@ -51,8 +51,7 @@ pub(super) async fn fetch(
     };
     let bytes = maybe_gunzip(&format!("{what} key {}", source.key), &raw, max_bytes)?;
     Ok(Fetched {
-        digest: Digest::of(&bytes),
-        bytes,
+        component: ComponentBytes::new(bytes),
         origin: format!("configmap {}/{}[{}]", source.namespace, source.name, source.key),
     })
 }

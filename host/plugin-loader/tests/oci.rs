@@ -5,10 +5,11 @@
 use crate::common;
 
 use common::{addon, cluster, runtime};
+use flotilla_plugin_loader::FetchError;
+use flotilla_plugin_loader::fetch::oci::{self, RegistryAuth, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
 use flotilla_test_plugins as plugins;
 use flotilla_testing::registry::Registry;
-use flotilla_wasm::fetch::oci::{self, RegistryAuth, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
-use flotilla_wasm::{Digest, FetchError, Limits};
+use flotilla_wasm::{Digest, Limits};
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::manifest::OciImageManifest;
 
@@ -32,8 +33,8 @@ async fn a_pushed_plugin_pulls_back_byte_for_byte_and_runs() {
     let fetched = oci::pull(&reference, &RegistryAuth::Anonymous, true, MAX, None)
         .await
         .unwrap();
-    assert_eq!(fetched.bytes, wasm);
-    assert_eq!(fetched.digest, pushed.digest);
+    assert_eq!(fetched.component.as_slice(), wasm.as_slice());
+    assert_eq!(fetched.component.digest(), pushed.digest);
 
     // Pinned by manifest digest as well.
     let by_digest = format!(
@@ -44,15 +45,10 @@ async fn a_pushed_plugin_pulls_back_byte_for_byte_and_runs() {
     let fetched = oci::pull(&by_digest, &RegistryAuth::Anonymous, true, MAX, None)
         .await
         .unwrap();
-    assert_eq!(fetched.digest, pushed.digest);
+    assert_eq!(fetched.component.digest(), pushed.digest);
 
     let plugin = runtime()
-        .load(
-            "helloworld",
-            fetched.bytes,
-            Some(pushed.digest),
-            Limits::default(),
-        )
+        .load("helloworld", fetched.component, Limits::default())
         .await
         .unwrap();
     let objects = plugin

@@ -64,7 +64,7 @@ impl Outcome {
         match self {
             Outcome::Serving(_) => ready::READY,
             Outcome::FetchFailed(e) => e.reason(),
-            Outcome::Refused { error, .. } => error.validated_reason(),
+            Outcome::Refused { error, .. } => crate::reasons::validated::of(error),
             Outcome::Conflict { .. } => ready::ADDON_NAME_CONFLICT,
         }
     }
@@ -169,7 +169,7 @@ pub(crate) fn desired_status(
             );
         }
         Outcome::Refused { digest, error } => {
-            let reason = error.validated_reason();
+            let reason = crate::reasons::validated::of(error);
             put(
                 condition::FETCHED,
                 TRUE,
@@ -292,7 +292,7 @@ pub(crate) fn fault_message(s: &FaultSummary, window_seconds: u64) -> String {
             "quarantined until {} (quarantine {} of this revision, after {} consecutive faults): \
              calls answer their fail-safe result at once; a new revision or the end of the \
              backoff lifts it",
-            crate::plugin::rfc3339(until),
+            time(until).map_or_else(|| format!("{until:?}"), |t| t.0.to_string()),
             s.quarantines,
             s.consecutive
         ));

@@ -80,6 +80,29 @@ pub mod validated {
     pub const SIGNATURE_INVALID: &str = "SignatureInvalid";
     /// False: the host failed for a reason of its own (not the plugin's); see the message.
     pub const HOST_ERROR: &str = "HostError";
+
+    /// The reason for a load the runtime refused.
+    pub fn of(error: &flotilla_wasm::Error) -> &'static str {
+        use flotilla_wasm::{Error, ValidationError};
+        match error {
+            Error::Validate(v) => match v {
+                ValidationError::TooLarge { .. } => TOO_LARGE,
+                ValidationError::NotWasm => NOT_WASM,
+                ValidationError::NotAComponent => NOT_A_COMPONENT,
+                ValidationError::MissingHooks { .. } => MISSING_HOOKS,
+                ValidationError::UnsupportedWitVersion { .. } => UNSUPPORTED_WIT_VERSION,
+                ValidationError::ForbiddenImports { .. } => FORBIDDEN_IMPORT,
+                ValidationError::Link { .. } => WORLD_MISMATCH,
+                ValidationError::DescribeFailed { .. } => DESCRIBE_FAILED,
+                ValidationError::InvalidDescribe { .. } => INVALID_OPTIONS,
+            },
+            Error::Compile { .. } => COMPILE_FAILED,
+            Error::LimitsOutOfRange { .. } => INVALID_LIMITS,
+            // A digest mismatch is caught while fetching; reaching the runtime with one is a
+            // host error all the same.
+            _ => HOST_ERROR,
+        }
+    }
 }
 
 /// Reasons of `Ready`.

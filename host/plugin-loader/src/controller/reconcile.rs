@@ -4,7 +4,7 @@
 //! 1. claim the add-on name (or report the conflict);
 //! 2. skip the fetch when the serving revision already has the pinned digest and limits, or was
 //!    fetched for this generation within the resync period and its source has not changed;
-//! 3. fetch → load beside the serving revision → swap (all inside [`crate::PluginSlot::install`],
+//! 3. fetch → load beside the serving revision → swap (all inside [`flotilla_wasm::PluginSlot::install`],
 //!    which never replaces the serving revision with a bad one);
 //! 4. compute the status from the outcome, the serving revision and its runtime faults
 //!    ([`super::status`], pure);
@@ -178,10 +178,10 @@ async fn attempt(plugin: &AddOnPlugin, ctx: &Context, addon: &str) -> Outcome {
             return Outcome::FetchFailed(e);
         }
     };
-    let digest = fetched.digest;
+    let digest = fetched.component.digest();
     tracing::debug!(plugin = %plugin.name_any(), addon, origin = %fetched.origin, %digest, "plugin fetched");
     match slot
-        .install(ctx.registry.runtime(), fetched.bytes, Some(digest), limits)
+        .install(ctx.registry.runtime(), fetched.component, limits)
         .await
     {
         Ok(p) => {

@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::ends_within;
+use flotilla_plugin_loader::fetch::oci::{self, RegistryAuth};
 use flotilla_wasm::Digest;
-use flotilla_wasm::fetch::oci::{self, RegistryAuth};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -120,7 +120,7 @@ fn manifest(config: (&str, u64), layer: (&str, u64)) -> Vec<u8> {
     .unwrap()
 }
 
-async fn pull(address: &str, repository: &str) -> flotilla_wasm::FetchError {
+async fn pull(address: &str, repository: &str) -> flotilla_plugin_loader::FetchError {
     let reference = format!("{address}/{repository}:v1");
     ends_within(
         Duration::from_secs(60),

@@ -33,7 +33,7 @@ use flotilla_core::cosign;
 use flotilla_oci::SignatureLayer;
 
 use super::Fetched;
-use crate::{Digest, FetchError};
+use crate::{ComponentBytes, Digest, FetchError};
 
 /// Largest manifest read. A Wasm artifact's manifest is well under 1 KiB.
 pub const MAX_MANIFEST_BYTES: usize = 64 << 10;
@@ -139,16 +139,15 @@ pub async fn pull(
         limit: max_bytes,
     };
     let bytes = read_blob(&client, &parsed, &layer, max_bytes, &too_large, &fail).await?;
-    let digest = Digest::of(&bytes);
-    if digest.to_string() != layer.digest {
+    let component = ComponentBytes::new(bytes);
+    if component.digest().to_string() != layer.digest {
         return Err(FetchError::LayerDigestMismatch {
             expected: layer.digest.clone(),
-            actual: digest.to_string(),
+            actual: component.digest().to_string(),
         });
     }
     Ok(Fetched {
-        bytes,
-        digest,
+        component,
         origin: format!("oci {reference} (manifest {manifest_digest})"),
     })
 }

@@ -24,11 +24,11 @@ use flotilla_api::plugins::v1alpha1::{
     AddOnPlugin, AddOnPluginSpec, AddOnPluginStatus, ConfigMapSource, OciSource, PluginSource,
     SecretReference,
 };
+use flotilla_plugin_loader::controller::{self, ControllerConfig};
+use flotilla_plugin_loader::fetch::oci::{self, RegistryAuth};
 use flotilla_test_plugins as plugins;
 use flotilla_testing::registry::Registry;
 use flotilla_testing::{ControlPlane, wait};
-use flotilla_wasm::controller::{self, ControllerConfig};
-use flotilla_wasm::fetch::oci::{self, RegistryAuth};
 use flotilla_wasm::types::{CsrDecision, HealthStatus};
 use flotilla_wasm::{Digest, Error, Fault, FaultPolicy, Hook, PluginRegistry, Runtime, RuntimeConfig};
 use k8s_openapi::ByteString;
@@ -574,7 +574,7 @@ async fn a_pull_secret_authenticates_and_a_wrong_one_is_refused() {
         oci::pull(&reference, &auth, true, MAX_FETCH, None).await
     };
     let pulled = pull("pull-right").await.unwrap();
-    assert_eq!(pulled.digest, Digest::of(&bytes(plugins::HELLOWORLD)));
+    assert_eq!(pulled.component.digest(), Digest::of(&bytes(plugins::HELLOWORLD)));
     assert_eq!(
         pull("pull-wrong").await.unwrap_err().reason(),
         "RegistryUnauthorized"
@@ -742,7 +742,7 @@ async fn a_revision_swap_under_load_never_drops_or_mixes_and_a_bad_revision_keep
         .await
         .unwrap();
     let probe = runtime()
-        .load("swap-probe", new.clone(), None, flotilla_wasm::Limits::default())
+        .load("swap-probe", new.clone(), flotilla_wasm::Limits::default())
         .await
         .unwrap();
     let expected_new = probe.manifests(&c, &a, &[]).await.unwrap();

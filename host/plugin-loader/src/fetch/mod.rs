@@ -22,30 +22,18 @@ pub mod oci;
 
 use flotilla_api::plugins::v1alpha1::{PluginSource, PluginVerification};
 
-use crate::{Digest, FetchError};
+use crate::{ComponentBytes, Digest, FetchError};
 
 /// Default cap on a plugin's bytes after decompression: the runtime's component cap.
 pub const DEFAULT_MAX_BYTES: usize = 32 << 20;
 
-/// Bytes fetched from a source, already checked against the pinned digest.
-#[derive(Clone)]
+/// Bytes fetched from a source, hashed once, already checked against the pinned digest.
+#[derive(Clone, Debug)]
 pub struct Fetched {
-    /// The component bytes.
-    pub bytes: Vec<u8>,
-    /// Their digest.
-    pub digest: Digest,
+    /// The component bytes and their digest.
+    pub component: ComponentBytes,
     /// Where they came from, for messages (`configmap ns/name[key]`, `oci <ref>@<manifest>`).
     pub origin: String,
-}
-
-impl std::fmt::Debug for Fetched {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fetched")
-            .field("digest", &self.digest)
-            .field("len", &self.bytes.len())
-            .field("origin", &self.origin)
-            .finish()
-    }
 }
 
 /// Reads plugin bytes from ConfigMaps and OCI registries on behalf of the hub.
@@ -161,9 +149,9 @@ fn describe_source(source: &PluginSource) -> String {
 /// Refuses bytes that do not hash to the pinned digest.
 pub fn check_pinned(fetched: Fetched, expected: Option<Digest>) -> Result<Fetched, FetchError> {
     match expected {
-        Some(expected) if expected != fetched.digest => Err(FetchError::DigestMismatch {
+        Some(expected) if expected != fetched.component.digest() => Err(FetchError::DigestMismatch {
             expected,
-            actual: fetched.digest,
+            actual: fetched.component.digest(),
         }),
         _ => Ok(fetched),
     }
@@ -242,8 +230,7 @@ mod tests {
     #[test]
     fn a_pinned_digest_refuses_other_bytes() {
         let fetched = Fetched {
-            bytes: b"a".to_vec(),
-            digest: Digest::of(b"a"),
+            component: ComponentBytes::new(b"a".to_vec()),
             origin: "test".into(),
         };
         assert!(check_pinned(fetched.clone(), Some(Digest::of(b"a"))).is_ok());
