@@ -519,16 +519,28 @@ fn addon_plugin_requires_exactly_one_source_and_bounds_its_limits() {
     assert_eq!(limits["properties"]["memoryMiB"]["maximum"], 1024.0);
 }
 
+/// The check CI relies on for generated files: every file of `deploy/crds/` is what
+/// `flotilla-crdgen` writes, none is missing and none is left over.
 #[test]
 fn deploy_crds_match_the_generated_crds() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds");
-    for (name, text) in render_files().expect("render CRDs") {
-        let on_disk = std::fs::read_to_string(dir.join(&name)).unwrap_or_default();
+    let wanted = render_files().expect("render CRDs");
+    for (name, text) in &wanted {
+        let on_disk = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
         assert!(
-            on_disk == text,
+            on_disk == *text,
             "deploy/crds/{name} is stale: run `cargo run -p flotilla-api --bin flotilla-crdgen`"
         );
     }
+    let extra: Vec<String> = std::fs::read_dir(&dir)
+        .expect("deploy/crds")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".yaml") && !wanted.contains_key(n))
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "deploy/crds has files flotilla-crdgen does not write: {extra:?}; run `cargo run -p flotilla-api --bin flotilla-crdgen`"
+    );
 }
 
 /// OCM's v1alpha1 ManagedClusterAddOn allows only `csr` and `token` as `kubeClientDriver`, as
