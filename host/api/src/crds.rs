@@ -142,7 +142,7 @@ where
     })?;
     // `None` as installed: a control plane without a running hub still serves both versions.
     // `flotilla hub` switches ClusterManagementAddOn and ManagedClusterAddOn to its conversion
-    // webhook when it starts leading (flotilla_work::webhook::register_conversion).
+    // webhook when it starts leading (flotilla_webhook::register_conversion).
     crd.spec.conversion = Some(CustomResourceConversion {
         strategy: "None".into(),
         webhook: None,

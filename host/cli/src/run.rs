@@ -353,26 +353,23 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
     });
     // Every replica serves the one certificate kept in the hub namespace, so the registered
     // caBundle holds whichever replica leads.
-    let certificate = flotilla_work::webhook::shared_certificate(
-        &client,
-        names::HUB_NAMESPACE,
-        std::slice::from_ref(&host),
-    )
-    .await
-    .context("get the webhook's serving certificate")?;
-    let webhook = flotilla_work::webhook::serve(args.webhook_bind, &certificate)
+    let certificate =
+        flotilla_webhook::shared_certificate(&client, names::HUB_NAMESPACE, std::slice::from_ref(&host))
+            .await
+            .context("get the webhook's serving certificate")?;
+    let webhook = flotilla_webhook::serve(args.webhook_bind, &certificate)
         .await
         .context("start the webhook server")?;
     eprintln!("flotilla hub: webhook server at https://{}", webhook.addr);
     // A URL endpoint names each path; a Service reference takes the path beside it.
     let at = |path: &str| match &endpoint {
-        flotilla_work::webhook::Endpoint::Url(_) => {
-            flotilla_work::webhook::Endpoint::Url(format!("https://{host}:{}{path}", webhook.addr.port()))
+        flotilla_webhook::Endpoint::Url(_) => {
+            flotilla_webhook::Endpoint::Url(format!("https://{host}:{}{path}", webhook.addr.port()))
         }
         service => service.clone(),
     };
-    let conversion_endpoint = at(flotilla_work::webhook::CONVERT_PATH);
-    let endpoint = at(flotilla_work::webhook::VALIDATE_PATH);
+    let conversion_endpoint = at(flotilla_webhook::CONVERT_PATH);
+    let endpoint = at(flotilla_webhook::VALIDATE_PATH);
     let plugin_host = if args.no_plugin_host {
         None
     } else {
@@ -387,21 +384,21 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
         flotilla_work::admission::install(&client)
             .await
             .context("install the ManifestWork admission policy")?;
-        flotilla_work::webhook::register_endpoint(&client, &endpoint, &webhook.ca_pem)
+        flotilla_webhook::register_endpoint(&client, &endpoint, &webhook.ca_pem)
             .await
             .context("register the ManifestWork webhook")?;
         match &endpoint {
-            flotilla_work::webhook::Endpoint::Url(url) => {
+            flotilla_webhook::Endpoint::Url(url) => {
                 eprintln!("flotilla hub: ManifestWork webhook at {url}")
             }
-            flotilla_work::webhook::Endpoint::Service { namespace, name } => {
+            flotilla_webhook::Endpoint::Service { namespace, name } => {
                 eprintln!("flotilla hub: ManifestWork webhook through Service {namespace}/{name}")
             }
         }
-        flotilla_work::webhook::register_conversion(&client, &conversion_endpoint, &webhook.ca_pem)
+        flotilla_webhook::register_conversion(&client, &conversion_endpoint, &webhook.ca_pem)
             .await
             .context("register the add-on conversion webhook")?;
-        let conversion = flotilla_work::webhook::keep_conversion(
+        let conversion = flotilla_webhook::keep_conversion(
             client.clone(),
             conversion_endpoint.clone(),
             webhook.ca_pem.clone(),
@@ -422,13 +419,13 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
 
 /// Where the apiserver reaches the webhook: the `--webhook-service`, else a URL (its port
 /// known once the server listens).
-fn webhook_endpoint(args: &HubArgs) -> flotilla_work::webhook::Endpoint {
+fn webhook_endpoint(args: &HubArgs) -> flotilla_webhook::Endpoint {
     match &args.webhook_service {
-        Some((namespace, name)) => flotilla_work::webhook::Endpoint::Service {
+        Some((namespace, name)) => flotilla_webhook::Endpoint::Service {
             namespace: namespace.clone(),
             name: name.clone(),
         },
-        None => flotilla_work::webhook::Endpoint::Url(String::new()),
+        None => flotilla_webhook::Endpoint::Url(String::new()),
     }
 }
 

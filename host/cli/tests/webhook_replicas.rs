@@ -79,7 +79,7 @@ async fn two_hub_replicas_serve_one_certificate_that_the_registered_ca_bundle_ve
         Duration::from_secs(120),
         || async {
             let found = configurations
-                .get_opt(flotilla_work::webhook::CONFIGURATION_NAME)
+                .get_opt(flotilla_webhook::CONFIGURATION_NAME)
                 .await
                 .map_err(|e| e.to_string())?;
             Ok::<_, String>(found.and_then(|c| c.webhooks?.first()?.client_config.ca_bundle.clone()))

@@ -17,4 +17,3 @@ mod hub_admission;
 mod mwrs_agents;
 mod mwrs_events;
 mod mwrs_rollout;
-mod webhook_limits;

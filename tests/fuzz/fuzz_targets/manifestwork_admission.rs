@@ -1,4 +1,4 @@
-//! Fuzzes the hub's ManifestWork admission (`flotilla_work::webhook::review`), which answers
+//! Fuzzes the hub's ManifestWork admission (`flotilla_webhook::review`), which answers
 //! the apiserver for every ManifestWork write (`failurePolicy: Fail`). The first input byte
 //! picks what the rest is:
 //!
@@ -18,7 +18,7 @@ use flotilla_api::work::{
     consts::MAX_MANIFESTS_SIZE,
     v1::{Manifest, ManifestWorkSpec, ManifestsTemplate},
 };
-use flotilla_work::webhook;
+use flotilla_webhook as webhook;
 use kube::core::{
     DynamicObject,
     admission::{AdmissionRequest, AdmissionReview},
