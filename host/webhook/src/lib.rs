@@ -29,7 +29,7 @@ pub use registration::{
     Endpoint, configuration, configuration_for, conversion_patch, converts_through, keep_conversion,
     register, register_conversion, register_endpoint,
 };
-pub use server::{Webhook, review, serve, size_violation};
+pub use server::{Webhook, review, serve, serve_on_loopback, size_violation};
 
 /// Path of the ManifestWork size check.
 pub const VALIDATE_PATH: &str = "/validate-manifestwork";

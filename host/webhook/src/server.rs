@@ -115,6 +115,13 @@ async fn handle(
     Ok(response)
 }
 
+/// A server on a free loopback port with a fresh certificate for `127.0.0.1`: the webhook a
+/// local apiserver on the same host calls (tests register it by URL).
+pub async fn serve_on_loopback() -> Result<Webhook, Error> {
+    let certificate = ServingCertificate::issue(&["127.0.0.1".to_owned()])?;
+    serve(SocketAddr::from(([127, 0, 0, 1], 0)), &certificate).await
+}
+
 /// Starts the server on `bind`, serving `certificate`.
 pub async fn serve(bind: SocketAddr, certificate: &ServingCertificate) -> Result<Webhook, Error> {
     let config = certificate

@@ -7,7 +7,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use flotilla_webhook::{ServingCertificate, VALIDATE_PATH, Webhook};
+use flotilla_webhook::{VALIDATE_PATH, Webhook};
 use serde_json::json;
 use tokio::{
     io::{AsyncReadExt as _, AsyncWriteExt as _},
@@ -109,10 +109,7 @@ async fn endless_post(webhook: &Webhook) -> (Option<String>, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_and_an_endless_body_do_not_keep_the_webhook_from_answering() {
-    let certificate = ServingCertificate::issue(&["127.0.0.1".to_owned()]).unwrap();
-    let webhook = flotilla_webhook::serve("127.0.0.1:0".parse().unwrap(), &certificate)
-        .await
-        .unwrap();
+    let webhook = flotilla_webhook::serve_on_loopback().await.unwrap();
 
     let mut idle = Vec::with_capacity(IDLE_CONNECTIONS);
     for _ in 0..IDLE_CONNECTIONS {

@@ -63,10 +63,7 @@ async fn hub_with_webhook() -> (
     init_tracing();
     let hub = flotilla_testing::shared("work-admission-hub").await.unwrap();
     let admin = hub.admin_client().await.unwrap();
-    let certificate = flotilla_webhook::ServingCertificate::issue(&["127.0.0.1".to_owned()]).unwrap();
-    let webhook = flotilla_webhook::serve("127.0.0.1:0".parse().unwrap(), &certificate)
-        .await
-        .unwrap();
+    let webhook = flotilla_webhook::serve_on_loopback().await.unwrap();
     (hub, admin, webhook)
 }
 
