@@ -13,7 +13,6 @@ use flotilla_core::resources::plural;
 use flotilla_test_plugins as plugins;
 use flotilla_testing::wait;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams};
 use kube::discovery::Discovery;
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -33,32 +32,9 @@ async fn gateway_crd(client: &Client) {
                                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
     }))
     .expect("CRD");
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    api.patch(
-        &crd_name(),
-        &PatchParams::apply("test").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .expect("apply CRD");
-    wait::until("Gateway CRD established", TIMEOUT, || {
-        let api = api.clone();
-        async move {
-            let crd = api.get(&crd_name()).await?;
-            let established = crd
-                .status
-                .iter()
-                .flat_map(|s| s.conditions.iter().flatten())
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            Ok::<_, kube::Error>(established.then_some(()))
-        }
-    })
-    .await
-    .expect("Gateway CRD established");
-}
-
-fn crd_name() -> String {
-    format!("gateways.{GATEWAY_GROUP}")
+    flotilla_kube::crds::install(client, &[crd], TIMEOUT)
+        .await
+        .expect("Gateway CRD established");
 }
 
 /// Each config the plugin rendered, keyed by group/resource/namespace/name.
