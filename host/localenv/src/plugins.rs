@@ -1,5 +1,6 @@
 //! Builds an example plugin of the repository's `plugins/` workspace for `wasm32-wasip2`, as
-//! `flotilla up` needs the helloworld component, and the helloworld agent its pods run: the same cargo invocation and target directory
+//! `flotilla up` needs the helloworld component (and finds or builds the helloworld agent its
+//! pods run, see [`helloworld_agent`]): the same cargo invocation and target directory
 //! (`$CARGO_TARGET_DIR/plugins`, else `<repo>/target/plugins`) as the test plugins' build
 //! script, so a machine that ran the tests has it already, and cargo decides what is fresh.
 
@@ -86,22 +87,38 @@ pub fn build(name: &str) -> Result<PathBuf> {
     }
 }
 
-/// The helloworld add-on's agent program (`plugins/helloworld/agent`, a native workspace of its
-/// own), built (release) if needed into `$CARGO_TARGET_DIR/agents`.
+/// The helloworld add-on's agent program (`plugins/helloworld/agent`, a member of the root
+/// workspace).
+///
+/// `cargo test --workspace` builds it beside the test executables (`<target>/<profile>/`), with
+/// the dependencies the tests already compiled: that build is used while it is newer than the
+/// agent's sources and the lockfile. Otherwise (a test run of one package, or `flotilla up`,
+/// whose `cargo run` builds only `flotilla`) it is built (release) into `$CARGO_TARGET_DIR/agents`:
+/// a directory of its own, because a nested build in the outer one would wait on its lock and
+/// resolve features for one package, recompiling shared dependencies over the outer build's.
 pub fn helloworld_agent() -> Result<PathBuf> {
     if let Some(prebuilt) = crate::binary::prebuilt(HELLOWORLD_AGENT_ENV) {
         return prebuilt;
     }
-    let manifest = source_dir().join("helloworld/agent/Cargo.toml");
+    let source = source_dir().join("helloworld/agent");
+    let lockfile = source_dir().join("../Cargo.lock");
+    if let Some(built) = built_beside_this_program(AGENT_PROGRAM)
+        && is_newer_than(
+            &built,
+            &[&source.join("Cargo.toml"), &source.join("src"), &lockfile],
+        )
+    {
+        return Ok(built);
+    }
     let target = target_dir().with_file_name("agents");
     cargo_build(
         "the helloworld agent",
-        &manifest,
+        &source_dir().join("../Cargo.toml"),
         &target,
-        &[],
+        &["-p", AGENT_PROGRAM],
         "is Rust installed?",
     )?;
-    let binary = target.join("release/helloworld-agent");
+    let binary = target.join("release").join(AGENT_PROGRAM);
     if binary.is_file() {
         Ok(binary)
     } else {
@@ -110,6 +127,40 @@ pub fn helloworld_agent() -> Result<PathBuf> {
             binary.display()
         )))
     }
+}
+
+/// The helloworld agent's package and program name.
+const AGENT_PROGRAM: &str = "helloworld-agent";
+
+/// Program `name` in the cargo output directory of the running program (a test executable
+/// lives in its `deps/`), if it is there.
+fn built_beside_this_program(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let mut dir = exe.parent()?;
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir = dir.parent()?;
+    }
+    Some(dir.join(name)).filter(|path| path.is_file())
+}
+
+/// Whether `file` was modified after every file under `sources` (directories are walked).
+fn is_newer_than(file: &Path, sources: &[&Path]) -> bool {
+    fn newest(path: &Path) -> Option<std::time::SystemTime> {
+        let meta = std::fs::metadata(path).ok()?;
+        if !meta.is_dir() {
+            return meta.modified().ok();
+        }
+        std::fs::read_dir(path)
+            .ok()?
+            .filter_map(|entry| newest(&entry.ok()?.path()))
+            .max()
+    }
+    let Some(built) = std::fs::metadata(file).and_then(|m| m.modified()).ok() else {
+        return false;
+    };
+    sources
+        .iter()
+        .all(|source| newest(source).is_some_and(|changed| changed <= built))
 }
 
 /// `cargo build --release --locked` of `manifest` into `target`, with `extra` arguments and
