@@ -37,6 +37,7 @@ mod configs;
 mod csr;
 mod deploy;
 pub mod error;
+mod feeds;
 mod health;
 mod install;
 mod plugin;
@@ -92,125 +93,6 @@ where
         .filter(|object| keep(object))
         .map(|object| kube::runtime::reflector::ObjectRef::from_obj(object.as_ref()))
         .collect()
-}
-
-/// What a controller gets of the [`AddonFeed`]: the shared cache, and
-/// the add-ons whose part it reads changed (or that were deleted).
-pub(crate) type AddonView = (
-    kube::runtime::reflector::Store<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
-    futures::stream::BoxStream<
-        'static,
-        Result<flotilla_api::addon::v1alpha1::ManagedClusterAddOn, kube::runtime::watcher::Error>,
-    >,
-);
-
-/// One watch and one cache of every ManagedClusterAddOn for the five controllers that read
-/// them (install, registration, health, deploy, rollout). Each had its own: copies of every
-/// add-on in memory, decodings of every write, watches on the apiserver. Each
-/// controller subscribes ([`AddonFeed::subscribe`]) before the feed runs, and is woken only
-/// by changes to what it reads ([`changes`]).
-pub(crate) struct AddonFeed {
-    store: kube::runtime::reflector::Store<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
-    writer: kube::runtime::reflector::store::Writer<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
-    subscribers: Vec<
-        futures::channel::mpsc::UnboundedSender<
-            kube::runtime::watcher::Event<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
-        >,
-    >,
-}
-
-impl AddonFeed {
-    pub(crate) fn new() -> Self {
-        let (store, writer) = kube::runtime::reflector::store();
-        Self {
-            store,
-            writer,
-            subscribers: Vec::new(),
-        }
-    }
-
-    /// The cache of every add-on.
-    pub(crate) fn store(
-        &self,
-    ) -> kube::runtime::reflector::Store<flotilla_api::addon::v1alpha1::ManagedClusterAddOn> {
-        self.store.clone()
-    }
-
-    /// A controller's view of the add-ons, woken when `inputs` (a hash of what it reads of an
-    /// add-on) changes.
-    pub(crate) fn subscribe(
-        &mut self,
-        inputs: fn(&flotilla_api::addon::v1alpha1::ManagedClusterAddOn) -> Option<u64>,
-    ) -> AddonView {
-        use futures::StreamExt as _;
-        let (sender, receiver) = futures::channel::mpsc::unbounded();
-        self.subscribers.push(sender);
-        (self.store.clone(), changes(receiver.map(Ok), inputs).boxed())
-    }
-
-    /// Watches the add-ons, fills the cache and passes every event to the subscribers, until
-    /// dropped. Watch errors are retried with backoff (the subscribers never see them).
-    pub(crate) async fn run(self, client: Client) {
-        use futures::StreamExt as _;
-        use kube::ResourceExt as _;
-        use kube::runtime::{WatchStreamExt as _, watcher};
-        let Self {
-            writer, subscribers, ..
-        } = self;
-        watcher(kube::Api::all(client), watcher::Config::default())
-            .default_backoff()
-            .modify(|addon: &mut flotilla_api::addon::v1alpha1::ManagedClusterAddOn| {
-                addon.managed_fields_mut().clear()
-            })
-            .reflect(writer)
-            .for_each(|event| {
-                match event {
-                    Ok(event) => {
-                        for subscriber in &subscribers {
-                            // A subscriber gone (its controller ended) misses nothing it needs.
-                            let _ = subscriber.unbounded_send(event.clone());
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "ManagedClusterAddOn watch failed; retrying"),
-                }
-                std::future::ready(())
-            })
-            .await;
-    }
-}
-
-/// The objects of a reflected watch whose `inputs` (a hash of what a controller reads of
-/// them) changed since they were last seen, and every deleted one. kube-runtime's
-/// `predicate_filter` drops deletions (a deleted object hashes as it last did), which the
-/// install and rollout controllers must see: a deleted add-on is made again, or no longer counts.
-pub(crate) fn changes<K>(
-    events: impl futures::Stream<Item = Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>>
-    + Send
-    + 'static,
-    inputs: fn(&K) -> Option<u64>,
-) -> impl futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static
-where
-    K: kube::Resource<DynamicType = ()> + Clone + Send + 'static,
-{
-    use futures::StreamExt as _;
-    use kube::runtime::reflector::ObjectRef;
-    use kube::runtime::watcher::Event;
-    let mut seen: std::collections::HashMap<ObjectRef<K>, Option<u64>> = std::collections::HashMap::new();
-    events.filter_map(move |event| {
-        let changed = match event {
-            Err(e) => Some(Err(e)),
-            Ok(Event::Apply(object) | Event::InitApply(object)) => {
-                let hash = inputs(&object);
-                (seen.insert(ObjectRef::from_obj(&object), hash) != Some(hash)).then_some(Ok(object))
-            }
-            Ok(Event::Delete(object)) => {
-                seen.remove(&ObjectRef::from_obj(&object));
-                Some(Ok(object))
-            }
-            Ok(Event::Init | Event::InitDone) => None,
-        };
-        std::future::ready(changed)
-    })
 }
 
 /// Writes of a controller that its cache does not show yet, each with the resourceVersions
@@ -380,124 +262,6 @@ pub(crate) fn per_addon_config(options: &Options) -> kube::runtime::controller::
     kube::runtime::controller::Config::default().concurrency(options.max_concurrent_reconciles)
 }
 
-/// Keeps of a ManagedCluster what rendering reads (metadata, `hubAcceptsClient`, claims and
-/// version for the plugin's inputs): conditions, capacity and managed fields are dropped, so
-/// the cache stays small.
-pub(crate) fn slim_cluster(cluster: &mut flotilla_api::cluster::v1::ManagedCluster) {
-    kube::ResourceExt::managed_fields_mut(cluster).clear();
-    if let Some(status) = cluster.status.as_mut() {
-        status.conditions = None;
-        status.capacity.clear();
-        status.allocatable.clear();
-    }
-}
-
-/// Keeps of a ManagedCluster what the health check reads: [`slim_cluster`] but its conditions.
-pub(crate) fn cluster_with_conditions(cluster: &mut flotilla_api::cluster::v1::ManagedCluster) {
-    kube::ResourceExt::managed_fields_mut(cluster).clear();
-    if let Some(status) = cluster.status.as_mut() {
-        status.capacity.clear();
-        status.allocatable.clear();
-    }
-}
-
-/// The clusters of `stream` whose kept part changed: a cluster's agent rewrites its status
-/// (capacity, heartbeats) far more often than anything a controller reads of it changes.
-pub(crate) fn cluster_changes(
-    stream: impl futures::Stream<
-        Item = Result<flotilla_api::cluster::v1::ManagedCluster, kube::runtime::watcher::Error>,
-    > + Send
-    + 'static,
-) -> impl futures::Stream<Item = Result<flotilla_api::cluster::v1::ManagedCluster, kube::runtime::watcher::Error>>
-+ Send
-+ 'static {
-    use kube::runtime::WatchStreamExt as _;
-    stream.predicate_filter(
-        |c: &flotilla_api::cluster::v1::ManagedCluster| {
-            hash_of(&(
-                &c.metadata.labels,
-                &c.metadata.annotations,
-                c.metadata.deletion_timestamp.is_some(),
-                &c.spec,
-                &c.status,
-            ))
-        },
-        kube_runtime::utils::PredicateConfig::default(),
-    )
-}
-
-/// A controller's own cache of ManagedClusters, each kept as `slim` leaves it, and the stream
-/// of clusters that changed, to map to the add-ons they affect. A controller reads clusters
-/// from its cache instead of a GET per reconcile; since the change comes out of the stream
-/// only after the cache has it, a reconcile it triggers reads it.
-pub(crate) fn cluster_cache(
-    client: &Client,
-    slim: fn(&mut flotilla_api::cluster::v1::ManagedCluster),
-) -> (
-    kube::runtime::reflector::Store<flotilla_api::cluster::v1::ManagedCluster>,
-    impl futures::Stream<Item = Result<flotilla_api::cluster::v1::ManagedCluster, kube::runtime::watcher::Error>>
-    + Send
-    + 'static,
-) {
-    cache(kube::Api::all(client.clone()), Default::default(), slim)
-}
-
-/// A controller's own cache of ClusterManagementAddOns (managed fields dropped) and the stream
-/// of those that changed, as [`cluster_cache`].
-pub(crate) fn cma_cache(
-    client: &Client,
-) -> (
-    kube::runtime::reflector::Store<flotilla_api::addon::v1alpha1::ClusterManagementAddOn>,
-    impl futures::Stream<
-        Item = Result<flotilla_api::addon::v1alpha1::ClusterManagementAddOn, kube::runtime::watcher::Error>,
-    > + Send
-    + 'static,
-) {
-    cache(kube::Api::all(client.clone()), Default::default(), |cma| {
-        kube::ResourceExt::managed_fields_mut(cma).clear()
-    })
-}
-
-/// The add-ons' works (those with the add-on label), each kept as `slim` leaves it, and the
-/// stream of those that changed, as [`cluster_cache`]: what deploy and health read instead of a
-/// LIST per reconcile, each trimmed to its own needs.
-pub(crate) fn works_cache(
-    client: &Client,
-    slim: fn(&mut flotilla_api::work::v1::ManifestWork),
-) -> (
-    kube::runtime::reflector::Store<flotilla_api::work::v1::ManifestWork>,
-    impl futures::Stream<Item = Result<flotilla_api::work::v1::ManifestWork, kube::runtime::watcher::Error>>
-    + Send
-    + 'static,
-) {
-    let config =
-        kube::runtime::watcher::Config::default().labels(flotilla_api::addon::consts::ADDON_NAME_LABEL);
-    cache(kube::Api::all(client.clone()), config, slim)
-}
-
-fn cache<K>(
-    api: kube::Api<K>,
-    config: kube::runtime::watcher::Config,
-    slim: fn(&mut K),
-) -> (
-    kube::runtime::reflector::Store<K>,
-    impl futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static,
-)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    use kube::runtime::{WatchStreamExt as _, reflector, watcher};
-    let (store, writer) = reflector::store();
-    let stream = reflector(writer, watcher(api, config).default_backoff().modify(slim)).touched_objects();
-    (store, stream)
-}
-
 /// Whether both caches hold their first full list ([`flotilla_kube::controller::cache_ready`],
 /// never awaited): before that, an object missing from one may only not be listed yet.
 pub(crate) fn caches_ready<A, B>(
@@ -511,14 +275,7 @@ where
     flotilla_kube::controller::cache_ready(a) && flotilla_kube::controller::cache_ready(b)
 }
 
-/// A hash of `parts` (their JSON), for the [`AddonFeed`] subscribers' `inputs`.
-pub(crate) fn hash_of(parts: &impl serde::Serialize) -> Option<u64> {
-    use std::hash::{Hash as _, Hasher as _};
-    let bytes = serde_json::to_vec(parts).ok()?;
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut hasher);
-    Some(hasher.finish())
-}
+pub(crate) use flotilla_kube::feed::hash_of;
 
 /// A fingerprint of everything a plugin's answer depends on, to call it only when an input
 /// changed. The inputs' `Debug` forms are deterministic (ordered maps), which is all a
@@ -532,7 +289,7 @@ pub(crate) fn fingerprint(parts: &[&dyn std::fmt::Debug]) -> u64 {
     hasher.finish()
 }
 
-/// The conditions of `addon` of the given types, for the [`AddonFeed`] subscribers' `inputs`.
+/// The conditions of `addon` of the given types, for the controllers' feed `inputs`.
 pub(crate) fn conditions_of<'a>(
     addon: &'a flotilla_api::addon::v1alpha1::ManagedClusterAddOn,
     types: &'a [&str],
@@ -589,53 +346,57 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     // Every controller finds an add-on's plugin through this one value (`Plugins::for_addon`).
     let plugins = Arc::new(Plugins::new(registry));
     let configs = Arc::new(configs::ReleasedConfigs::default());
-    let mut feed = AddonFeed::new();
-    let (writes, deferred) = writes::SharedWrites::new(feed.store());
+    let mut feeds = feeds::Feeds::new(&client);
+    let (writes, deferred) = writes::SharedWrites::new(feeds.addons.store());
     let events = flotilla_kube::events::Events::new(client.clone(), EVENT_REPORTER);
-    let (install_view, rollout_view, registration_view, deploy_view, health_view) = (
-        feed.subscribe(install::install_inputs),
-        feed.subscribe(rollout::rollout_inputs),
-        feed.subscribe(registration::registration_inputs),
-        feed.subscribe(deploy::deploy_inputs),
-        feed.subscribe(health::health_inputs),
+    // Every controller subscribes before the feeds run, so none misses the first list.
+    let plugin = plugin::run(&mut feeds, client.clone(), Arc::clone(&plugins), options.clone());
+    let install = install::run(&mut feeds, client.clone(), options.clone());
+    let rollout = rollout::run(
+        &mut feeds,
+        client.clone(),
+        Arc::clone(&plugins),
+        Arc::clone(&writes),
+        events.clone(),
+        options.clone(),
     );
+    let registration = registration::run(
+        &mut feeds,
+        client.clone(),
+        Arc::clone(&plugins),
+        Arc::clone(&configs),
+        Arc::clone(&writes),
+        options.clone(),
+    );
+    let deploy = deploy::run(
+        &mut feeds,
+        client.clone(),
+        Arc::clone(&plugins),
+        configs.clone(),
+        Arc::clone(&writes),
+        events.clone(),
+        options.clone(),
+    );
+    let health = health::run(
+        &mut feeds,
+        client.clone(),
+        Arc::clone(&plugins),
+        Arc::clone(&writes),
+        events,
+        options.clone(),
+    );
+    // Each on the heap: together they are too large a future for a thread's stack in debug builds.
+    use futures::FutureExt as _;
     futures::join!(
-        feed.run(client.clone()),
-        writes::run(Arc::clone(&writes), deferred),
-        plugin::run(client.clone(), Arc::clone(&plugins), options.clone()),
-        install::run(client.clone(), install_view, options.clone()),
-        rollout::run(
-            client.clone(),
-            Arc::clone(&plugins),
-            Arc::clone(&writes),
-            rollout_view,
-            events.clone(),
-            options.clone()
-        ),
-        registration::run(
-            client.clone(),
-            Arc::clone(&plugins),
-            Arc::clone(&configs),
-            Arc::clone(&writes),
-            registration_view,
-            options.clone()
-        ),
-        csr::run(
-            client.clone(),
-            Arc::clone(&plugins),
-            Arc::clone(&configs),
-            options.clone()
-        ),
-        deploy::run(
-            client.clone(),
-            Arc::clone(&plugins),
-            configs,
-            Arc::clone(&writes),
-            deploy_view,
-            events.clone(),
-            options.clone()
-        ),
-        health::run(client, plugins, writes, health_view, events, options),
+        feeds.run().boxed(),
+        writes::run(Arc::clone(&writes), deferred).boxed(),
+        plugin.boxed(),
+        install.boxed(),
+        rollout.boxed(),
+        registration.boxed(),
+        csr::run(client, plugins, configs, options).boxed(),
+        deploy.boxed(),
+        health.boxed(),
     );
 }
 

@@ -11,6 +11,7 @@
 //! - [`apply`]: server-side apply under Flotilla's field manager;
 //! - [`backoff`]: the requeue policy for failed reconciles;
 //! - [`controller::run`]: the run loop with that policy, shared logging and metrics;
+//! - [`feed`]: one watch and one cache per kind, shared by the controllers that read it;
 //! - [`leader`]: lease-based leader election; [`metrics`]: the process's operational series;
 //! - [`kubeconfig`]: what a kubeconfig read from a Secret may ask of the agent's host;
 //! - [`server`]: the limits of the HTTP servers the network reaches (webhook, metrics).
@@ -23,6 +24,7 @@ pub mod controller;
 pub mod crds;
 pub mod error;
 pub mod events;
+pub mod feed;
 pub mod finalizer;
 pub mod kubeconfig;
 pub mod leader;

@@ -338,6 +338,19 @@ fn effort_summary() -> String {
         .collect()
 }
 
+/// The hub's caches by kind: objects and their size as JSON, largest first.
+fn print_cache_footprints() {
+    let mut footprints = flotilla_kube::feed::footprints();
+    footprints.sort_by_key(|(_, _, bytes)| std::cmp::Reverse(*bytes));
+    println!("hub caches (one per kind):");
+    for (kind, objects, bytes) in footprints {
+        println!(
+            "  {kind:<24} {objects:>6} objects {:>8.1} MiB as JSON",
+            bytes as f64 / 1048576.0
+        );
+    }
+}
+
 /// A phase's figures: wall time, CPU seconds, plugin seconds, resident MiB.
 struct Usage {
     started: Instant,
@@ -559,6 +572,7 @@ async fn main() -> anyhow::Result<()> {
         &registry,
     );
 
+    print_cache_footprints();
     // All of them deleted: the caches keyed by add-ons let go of them (pruned within 30 s).
     let (_, before) = flotilla_tests::process_usage(std::process::id());
     let cmas: Api<flotilla_api::addon::v1alpha1::ClusterManagementAddOn> = Api::all(client.clone());

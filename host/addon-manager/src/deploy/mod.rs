@@ -27,13 +27,11 @@ use crate::plugins::Plugins;
 use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::v1::ManagedCluster;
-use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::ManifestWork;
 use flotilla_kube::events::Events;
+use kube::runtime::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::utils::PredicateConfig;
-use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Client, ResourceExt};
 
 use crate::{Options, UnseenWrites};
 
@@ -42,11 +40,11 @@ pub(crate) struct Context {
     pub(crate) client: Client,
     /// Events on the add-ons: manifests applied or failing, their progress.
     pub(crate) events: Events,
-    /// ManagedClusters, slimmed to what rendering reads ([`crate::slim_cluster`]).
+    /// ManagedClusters (the feed's cache).
     pub(crate) clusters: Store<ManagedCluster>,
     /// ClusterManagementAddOns.
     pub(crate) cmas: Store<ClusterManagementAddOn>,
-    /// The add-ons' works, slimmed ([`slim_work`]): read here, not listed per reconcile.
+    /// The add-ons' works: read here, not listed per reconcile.
     pub(crate) works: Store<ManifestWork>,
     /// The works this controller wrote that the cache does not show yet: a reconcile that
     /// read a work from before its own write would apply it again.
@@ -92,50 +90,50 @@ pub(crate) fn deploy_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
     crate::hash_of(&addon)
 }
 
-/// Keeps of a work what the deploy reads: the spec it compares with the rendered one, and the
-/// status conditions (`ManifestApplied`, `Progressing`); the per-manifest status, with the
-/// agent's feedback values, is dropped (the health controller keeps its own cache of those).
-fn slim_work(work: &mut ManifestWork) {
-    work.managed_fields_mut().clear();
-    if let Some(status) = work.status.as_mut() {
-        status.resource_status = Default::default();
-    }
+/// What the deploy reads of a work: its spec (compared with the rendered one), labels and
+/// status conditions (`ManifestApplied`, `Progressing`); the agent's per-manifest status and
+/// feedback values, which change far more often, are the health check's.
+fn deploy_work_inputs(work: &ManifestWork) -> Option<u64> {
+    crate::hash_of(&(
+        &work.metadata.labels,
+        &work.metadata.annotations,
+        work.metadata.deletion_timestamp.is_some(),
+        &work.spec,
+        work.status.as_ref().map(|s| &s.conditions),
+    ))
 }
 
-/// Runs the controller until dropped.
-pub(crate) async fn run(
+/// Subscribes the controller to the feeds; the returned future runs it until dropped.
+pub(crate) fn run(
+    feeds: &mut crate::feeds::Feeds,
     client: Client,
     plugins: Arc<Plugins>,
     configs: Arc<ReleasedConfigs>,
     writes: crate::AddonWrites,
-    (addons, addon_changes): crate::AddonView,
     events: Events,
     options: Options,
-) {
+) -> impl Future<Output = ()> + use<> {
+    let (addons, addon_changes) = feeds.addons.subscribe(deploy_inputs);
+    // The clusters, CMAs and works a reconcile reads come from the feeds, not a GET each time.
+    let (clusters, cluster_changes) = feeds.clusters.subscribe(crate::feeds::cluster_for_render);
+    let (cmas, cma_changes) = feeds.cmas.subscribe(crate::feeds::cma_annotations);
+    let (works, work_changes) = feeds.works.subscribe(deploy_work_inputs);
+    let (_, plugin_changes) = feeds.plugins.subscribe_all();
     let controller =
         Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
     let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), controller.store());
-    // The clusters and CMAs a reconcile reads come from these caches, not a GET each time.
-    let (clusters, cluster_stream) = crate::cluster_cache(&client, crate::slim_cluster);
-    let (cmas, cma_stream) = crate::cma_cache(&client);
-    let (works, work_stream) = crate::works_cache(&client, slim_work);
     let controller = controller
-        .watches_stream(work_stream, |work| {
+        .watches_stream(work_changes, |work| {
             let addon = work.labels().get(ADDON_NAME_LABEL)?;
             Some(ObjectRef::new(addon).within(&work.namespace()?))
         })
-        // Of a CMA the deploy reads only its annotations (is it ours?): its status, which the
-        // rollout controller writes at every step, must not re-render all its add-ons.
-        .watches_stream(
-            cma_stream.predicate_filter(predicates::annotations, PredicateConfig::default()),
-            move |cma| crate::addons_named(&by_cma, &cma.name_any()),
-        )
-        .watches(
-            Api::<AddOnPlugin>::all(client.clone()),
-            watcher::Config::default(),
-            move |plugin| crate::addons_named(&by_plugin, &crate::plugin::addon_name(&plugin)),
-        )
-        .watches_stream(crate::cluster_changes(cluster_stream), move |cluster| {
+        .watches_stream(cma_changes, move |cma| {
+            crate::addons_named(&by_cma, &cma.name_any())
+        })
+        .watches_stream(plugin_changes, move |plugin| {
+            crate::addons_named(&by_plugin, &crate::plugin::addon_name(&plugin))
+        })
+        .watches_stream(cluster_changes, move |cluster| {
             crate::addons_of_cluster(&by_cluster, &cluster.name_any())
         });
     let store = controller.store();
@@ -154,19 +152,21 @@ pub(crate) async fn run(
         options,
     });
     let pruning = Arc::clone(&context);
-    futures::join!(
-        flotilla_kube::controller::run("addon-deploy", controller, reconcile::reconcile, context),
-        crate::prune::every_interval(store, move |addons| {
-            let live = addons
-                .iter()
-                .map(|a| format!("{}/{}", a.namespace().unwrap_or_default(), a.name_any()))
-                .collect();
-            let rendered = crate::prune::retain_live(&pruning.rendered, &live);
-            let names = addons.iter().map(|a| a.name_any()).collect();
-            let templates = pruning.plugins.retain_templates_of(&names);
-            if rendered + templates > 0 {
-                tracing::debug!(rendered, templates, "cached outputs of deleted add-ons dropped");
-            }
-        }),
-    );
+    async move {
+        futures::join!(
+            flotilla_kube::controller::run("addon-deploy", controller, reconcile::reconcile, context),
+            crate::prune::every_interval(store, move |addons| {
+                let live = addons
+                    .iter()
+                    .map(|a| format!("{}/{}", a.namespace().unwrap_or_default(), a.name_any()))
+                    .collect();
+                let rendered = crate::prune::retain_live(&pruning.rendered, &live);
+                let names = addons.iter().map(|a| a.name_any()).collect();
+                let templates = pruning.plugins.retain_templates_of(&names);
+                if rendered + templates > 0 {
+                    tracing::debug!(rendered, templates, "cached outputs of deleted add-ons dropped");
+                }
+            }),
+        );
+    }
 }

@@ -22,18 +22,16 @@ use crate::plugins::Plugins;
 use flotilla_api::addon::consts::{ADDON_NAME_LABEL, managed_cluster_addon as mca};
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::v1::ManagedCluster;
-use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::{
     FeedBackType, FeedbackRule, JsonPath, ManifestConfigOption, ManifestWork, ResourceIdentifier,
 };
-use flotilla_core::addon::health::{Prober, keep_for_assess};
+use flotilla_core::addon::health::Prober;
 use flotilla_core::addon::works::ProbeFeedback;
 use flotilla_kube::events::Events;
 use flotilla_wasm::types::{self, HealthMode};
+use kube::runtime::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::utils::PredicateConfig;
-use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Client, ResourceExt};
 
 use crate::Options;
 
@@ -42,11 +40,11 @@ pub(crate) struct Context {
     pub(crate) client: Client,
     /// Events on the add-ons: a change of availability.
     pub(crate) events: Events,
-    /// ManagedClusters with their conditions ([`crate::cluster_with_conditions`]).
+    /// ManagedClusters with their conditions (the feed's cache).
     pub(crate) clusters: Store<ManagedCluster>,
     /// ClusterManagementAddOns.
     pub(crate) cmas: Store<ClusterManagementAddOn>,
-    /// Add-on works, trimmed ([`keep_for_assess`]).
+    /// Add-on works (the feed's cache).
     pub(crate) works: Store<ManifestWork>,
     pub(crate) plugins: Arc<Plugins>,
     /// The add-ons as the controllers last wrote them.
@@ -142,41 +140,48 @@ pub(crate) fn health_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
     ))
 }
 
-/// Runs the controller until dropped.
-pub(crate) async fn run(
+/// What the health check reads of a work: its status (conditions, and the agent's feedback
+/// per manifest) and labels; the assessment reads of its spec only what the status reflects.
+fn health_work_inputs(work: &ManifestWork) -> Option<u64> {
+    crate::hash_of(&(
+        &work.metadata.labels,
+        work.metadata.deletion_timestamp.is_some(),
+        &work.status,
+    ))
+}
+
+/// Subscribes the controller to the feeds; the returned future runs it until dropped.
+pub(crate) fn run(
+    feeds: &mut crate::feeds::Feeds,
     client: Client,
     plugins: Arc<Plugins>,
     writes: crate::AddonWrites,
-    (addons, addon_changes): crate::AddonView,
     events: Events,
     options: Options,
-) {
+) -> impl Future<Output = ()> + use<> {
+    let (addons, addon_changes) = feeds.addons.subscribe(health_inputs);
+    // The clusters, CMAs and works a reconcile reads come from the feeds, not a GET or LIST.
+    let (clusters, cluster_changes) = feeds.clusters.subscribe(crate::feeds::cluster_with_conditions);
+    let (cmas, cma_changes) = feeds.cmas.subscribe(crate::feeds::cma_annotations);
+    let (works, work_changes) = feeds.works.subscribe(health_work_inputs);
+    let (_, plugin_changes) = feeds.plugins.subscribe_all();
     let controller =
         Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
     let (by_plugin, by_cluster, by_cma) = (controller.store(), controller.store(), controller.store());
-    // The clusters and CMAs a reconcile reads come from these caches, not a GET each time.
-    let (clusters, cluster_stream) = crate::cluster_cache(&client, crate::cluster_with_conditions);
-    let (cmas, cma_stream) = crate::cma_cache(&client);
-    // The add-ons' works, trimmed to what the assessment reads, instead of a LIST per reconcile.
-    let (works, work_stream) = crate::works_cache(&client, keep_for_assess);
     let controller = controller
-        .watches_stream(work_stream, |work| {
+        .watches_stream(work_changes, |work| {
             let addon = work.labels().get(ADDON_NAME_LABEL)?;
             Some(ObjectRef::new(addon).within(&work.namespace()?))
         })
-        .watches(
-            Api::<AddOnPlugin>::all(client.clone()),
-            watcher::Config::default(),
-            move |plugin| crate::addons_named(&by_plugin, &crate::plugin::addon_name(&plugin)),
-        )
-        .watches_stream(crate::cluster_changes(cluster_stream), move |cluster| {
+        .watches_stream(plugin_changes, move |plugin| {
+            crate::addons_named(&by_plugin, &crate::plugin::addon_name(&plugin))
+        })
+        .watches_stream(cluster_changes, move |cluster| {
             crate::addons_of_cluster(&by_cluster, &cluster.name_any())
         })
-        // Of a CMA the health check reads only its annotations (is it ours?).
-        .watches_stream(
-            cma_stream.predicate_filter(predicates::annotations, PredicateConfig::default()),
-            move |cma| crate::addons_named(&by_cma, &cma.name_any()),
-        );
+        .watches_stream(cma_changes, move |cma| {
+            crate::addons_named(&by_cma, &cma.name_any())
+        });
     let context = Arc::new(Context {
         client,
         events,
@@ -187,5 +192,5 @@ pub(crate) async fn run(
         writes,
         options,
     });
-    flotilla_kube::controller::run("addon-health", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("addon-health", controller, reconcile::reconcile, context)
 }

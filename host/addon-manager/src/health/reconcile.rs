@@ -68,19 +68,18 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     let current = addon.status.clone().unwrap_or_default();
     let mut desired = current.clone();
     desired.health_check.mode = Some(health_check_mode(&prober));
-    let works = match prober {
+    let works: Vec<std::sync::Arc<flotilla_api::work::v1::ManifestWork>> = match prober {
         Prober::Fields(_) | Prober::DeploymentAvailability | Prober::WorkloadAvailability => {
             if !flotilla_kube::controller::cache_ready(&ctx.works) {
                 return Ok(Action::requeue(crate::CACHE_WAIT));
             }
             ctx.works
                 .state()
-                .iter()
+                .into_iter()
                 .filter(|w| {
                     w.namespace().as_deref() == Some(namespace.as_str())
                         && w.labels().get(ADDON_NAME_LABEL) == Some(&name)
                 })
-                .map(|w| w.as_ref().clone())
                 .collect()
         }
         Prober::Lease | Prober::Work | Prober::None => Vec::new(),

@@ -16,11 +16,9 @@ use std::sync::Arc;
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_api::cluster::v1::ManagedCluster;
-use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
-use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::runtime::Controller;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, ResourceExt};
 
 use crate::Options;
 
@@ -28,7 +26,7 @@ use crate::Options;
 pub(crate) struct Context {
     pub(crate) client: Client,
     /// The metadata of every ManagedCluster: a new add-on copies its cluster's annotations.
-    pub(crate) clusters: Store<PartialObjectMeta<ManagedCluster>>,
+    pub(crate) clusters: Store<ManagedCluster>,
     /// Every ManagedClusterAddOn (the shared cache): which clusters have the add-on, and its owners.
     pub(crate) addons: Store<ManagedClusterAddOn>,
     pub(crate) options: Options,
@@ -62,52 +60,43 @@ fn referring(
         .collect()
 }
 
-/// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, (addons, addon_changes): crate::AddonView, options: Options) {
-    let controller = Controller::new(
-        Api::<ClusterManagementAddOn>::all(client.clone()),
-        watcher::Config::default(),
-    );
+/// Subscribes the controller to the feeds; the returned future runs it until dropped.
+pub(crate) fn run(
+    feeds: &mut crate::feeds::Feeds,
+    client: Client,
+    options: Options,
+) -> impl Future<Output = ()> + use<> {
+    // Only whether an add-on exists, and its owners, count here: metadata, and only its
+    // changes, not the new resourceVersion of every status write.
+    let (addons, addon_changes) = feeds.addons.subscribe(install_inputs);
+    let (cmas, cma_changes) = feeds.cmas.subscribe_all();
+    let (_, decision_changes) = feeds.decisions.subscribe_all();
+    let (_, placement_changes) = feeds.placements.subscribe_all();
+    // A cluster alone changes no install plan: its cache is read, its changes are not watched.
+    let clusters = feeds.clusters.store();
+    let controller = Controller::for_stream(cma_changes, cmas);
     let by_decision = controller.store();
     let by_placement = controller.store();
-    let (clusters, cluster_writer) = reflector::store();
-    let cluster_stream = reflector(
-        cluster_writer,
-        watcher(
-            Api::<PartialObjectMeta<ManagedCluster>>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .modify(|c| c.managed_fields_mut().clear()),
-    )
-    .touched_objects();
     let controller = controller
-        // Drives the cluster cache; a cluster alone changes no install plan.
-        .watches_stream(cluster_stream, |_| None::<ObjectRef<ClusterManagementAddOn>>)
-        // Only whether an add-on exists, and its owners, count here: metadata, and only its
-        // changes, not the new resourceVersion of every status write.
         .watches_stream(addon_changes, |mca| {
             Some(ObjectRef::<ClusterManagementAddOn>::new(&mca.name_any()))
         })
-        .watches(
-            Api::<PlacementDecision>::all(client.clone()),
-            watcher::Config::default().labels(PLACEMENT_LABEL),
-            move |decision| match decision.labels().get(PLACEMENT_LABEL) {
+        .watches_stream(decision_changes, move |decision| {
+            match decision.labels().get(PLACEMENT_LABEL) {
                 Some(placement) => {
                     referring(&by_decision, &decision.namespace().unwrap_or_default(), placement)
                 }
                 None => Vec::new(),
-            },
-        )
-        .watches(
-            Api::<Placement>::all(client.clone()),
-            watcher::Config::default(),
-            move |p| referring(&by_placement, &p.namespace().unwrap_or_default(), &p.name_any()),
-        );
+            }
+        })
+        .watches_stream(placement_changes, move |p| {
+            referring(&by_placement, &p.namespace().unwrap_or_default(), &p.name_any())
+        });
     let context = Arc::new(Context {
         client,
         clusters,
         addons,
         options,
     });
-    flotilla_kube::controller::run("addon-install", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("addon-install", controller, reconcile::reconcile, context)
 }

@@ -13,11 +13,10 @@ mod reconcile;
 use std::sync::Arc;
 
 use crate::plugins::Plugins;
-use flotilla_api::addon::v1alpha1::ClusterManagementAddOn;
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
+use kube::runtime::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Client, ResourceExt};
 
 use crate::Options;
 
@@ -47,22 +46,21 @@ fn driving(store: &Store<AddOnPlugin>, addon: &str) -> Vec<ObjectRef<AddOnPlugin
         .collect()
 }
 
-/// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, plugins: Arc<Plugins>, options: Options) {
-    let controller = Controller::new(
-        Api::<AddOnPlugin>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let store = controller.store();
-    let controller = controller.watches(
-        Api::<ClusterManagementAddOn>::all(client.clone()),
-        watcher::Config::default(),
-        move |cma| driving(&store, &cma.name_any()),
-    );
+/// Subscribes the controller to the feeds; the returned future runs it until dropped.
+pub(crate) fn run(
+    feeds: &mut crate::feeds::Feeds,
+    client: Client,
+    plugins: Arc<Plugins>,
+    options: Options,
+) -> impl Future<Output = ()> + use<> {
+    let (store, plugin_changes) = feeds.plugins.subscribe_all();
+    let (_, cma_changes) = feeds.cmas.subscribe_all();
+    let controller = Controller::for_stream(plugin_changes, store.clone())
+        .watches_stream(cma_changes, move |cma| driving(&store, &cma.name_any()));
     let context = Arc::new(Context {
         client,
         plugins,
         options,
     });
-    flotilla_kube::controller::run("addon-plugin-cma", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("addon-plugin-cma", controller, reconcile::reconcile, context)
 }

@@ -30,20 +30,18 @@ use flotilla_api::addon::consts::managed_cluster_addon as mca;
 use flotilla_api::addon::v1alpha1::RegistrationConfig;
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn, Subject};
 use flotilla_api::cluster::v1::ManagedCluster;
-use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_core::addon::registration::{Declared, Refused, install_namespace, registrations};
 use flotilla_wasm::types::Registration;
+use kube::runtime::Controller;
 use kube::runtime::reflector::Store;
-use kube::runtime::utils::PredicateConfig;
-use kube::runtime::{Controller, WatchStreamExt, predicates, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Client, ResourceExt};
 
 use crate::Options;
 
 /// What one reconcile needs.
 pub(crate) struct Context {
     pub(crate) client: Client,
-    /// ManagedClusters, slimmed to what the plugin's inputs read ([`crate::slim_cluster`]).
+    /// ManagedClusters (the feed's cache).
     pub(crate) clusters: Store<ManagedCluster>,
     /// ClusterManagementAddOns.
     pub(crate) cmas: Store<ClusterManagementAddOn>,
@@ -120,35 +118,33 @@ pub(crate) fn registration_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
     ))
 }
 
-/// Runs the controller until dropped.
-pub(crate) async fn run(
+/// Subscribes the controller to the feeds; the returned future runs it until dropped.
+pub(crate) fn run(
+    feeds: &mut crate::feeds::Feeds,
     client: Client,
     plugins: Arc<Plugins>,
     configs: Arc<ReleasedConfigs>,
     writes: crate::AddonWrites,
-    (addons, addon_changes): crate::AddonView,
     options: Options,
-) {
+) -> impl Future<Output = ()> + use<> {
+    let (addons, addon_changes) = feeds.addons.subscribe(registration_inputs);
+    // The clusters and CMAs a reconcile reads come from the feeds, not a GET each time.
+    let (clusters, cluster_changes) = feeds.clusters.subscribe(crate::feeds::cluster_for_render);
+    let (cmas, cma_changes) = feeds.cmas.subscribe(crate::feeds::cma_annotations);
+    let (_, plugin_changes) = feeds.plugins.subscribe_all();
     let controller =
         Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
     let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), controller.store());
-    // The clusters and CMAs a reconcile reads come from these caches, not a GET each time.
-    let (clusters, cluster_stream) = crate::cluster_cache(&client, crate::slim_cluster);
-    let (cmas, cma_stream) = crate::cma_cache(&client);
     let controller = controller
-        // Of a CMA the registration reads only its annotations (is it ours?).
-        .watches_stream(
-            cma_stream.predicate_filter(predicates::annotations, PredicateConfig::default()),
-            move |cma| crate::addons_named(&by_cma, &cma.name_any()),
-        )
-        .watches_stream(crate::cluster_changes(cluster_stream), move |cluster| {
+        .watches_stream(cma_changes, move |cma| {
+            crate::addons_named(&by_cma, &cma.name_any())
+        })
+        .watches_stream(cluster_changes, move |cluster| {
             crate::addons_of_cluster(&by_cluster, &cluster.name_any())
         })
-        .watches(
-            Api::<AddOnPlugin>::all(client.clone()),
-            watcher::Config::default(),
-            move |plugin| crate::addons_named(&by_plugin, &crate::plugin::addon_name(&plugin)),
-        );
+        .watches_stream(plugin_changes, move |plugin| {
+            crate::addons_named(&by_plugin, &crate::plugin::addon_name(&plugin))
+        });
     let store = controller.store();
     let context = Arc::new(Context {
         client,
@@ -161,14 +157,16 @@ pub(crate) async fn run(
         applied: std::sync::Mutex::new(Applied::new()),
     });
     let pruning = Arc::clone(&context);
-    futures::join!(
-        flotilla_kube::controller::run("addon-registration", controller, reconcile::reconcile, context),
-        crate::prune::every_interval(store, move |addons| {
-            let live = addons.iter().filter_map(|a| a.uid()).collect();
-            let applied = crate::prune::retain_live(&pruning.applied, &live);
-            if applied > 0 {
-                tracing::debug!(applied, "applied permissions of deleted add-ons forgotten");
-            }
-        }),
-    );
+    async move {
+        futures::join!(
+            flotilla_kube::controller::run("addon-registration", controller, reconcile::reconcile, context),
+            crate::prune::every_interval(store, move |addons| {
+                let live = addons.iter().filter_map(|a| a.uid()).collect();
+                let applied = crate::prune::retain_live(&pruning.applied, &live);
+                if applied > 0 {
+                    tracing::debug!(applied, "applied permissions of deleted add-ons forgotten");
+                }
+            }),
+        );
+    }
 }

@@ -29,8 +29,6 @@ use flotilla_api::addon::v1alpha1::{
     AddOnDeploymentConfig, AddOnTemplate, ClusterManagementAddOn, ManagedClusterAddOn,
 };
 use flotilla_api::cluster::consts::PLACEMENT_LABEL;
-use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
-use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_kube::events::Events;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
@@ -83,19 +81,21 @@ fn names_placement(cma: &ClusterManagementAddOn, namespace: &str, name: &str) ->
         .any(|p| p.placement.namespace == namespace && p.placement.name == name)
 }
 
-/// Runs the controller until dropped.
-pub(crate) async fn run(
+/// Subscribes the controller to the feeds; the returned future runs it until dropped.
+pub(crate) fn run(
+    feeds: &mut crate::feeds::Feeds,
     client: Client,
     plugins: Arc<Plugins>,
     writes: crate::AddonWrites,
-    (addons, addon_changes): crate::AddonView,
     events: Events,
     options: Options,
-) {
-    let controller = Controller::new(
-        Api::<ClusterManagementAddOn>::all(client.clone()),
-        watcher::Config::default(),
-    );
+) -> impl Future<Output = ()> + use<> {
+    let (addons, addon_changes) = feeds.addons.subscribe(rollout_inputs);
+    let (cmas, cma_changes) = feeds.cmas.subscribe_all();
+    let (_, decision_changes) = feeds.decisions.subscribe_all();
+    let (_, placement_changes) = feeds.placements.subscribe_all();
+    let (_, plugin_changes) = feeds.plugins.subscribe_all();
+    let controller = Controller::for_stream(cma_changes, cmas);
     let (by_decision, by_placement, by_config, by_template) = (
         controller.store(),
         controller.store(),
@@ -106,27 +106,17 @@ pub(crate) async fn run(
         .watches_stream(addon_changes, |mca| {
             Some(ObjectRef::<ClusterManagementAddOn>::new(&mca.name_any()))
         })
-        .watches(
-            Api::<PlacementDecision>::all(client.clone()),
-            watcher::Config::default().labels(PLACEMENT_LABEL),
-            move |decision| {
-                let namespace = decision.namespace().unwrap_or_default();
-                match decision.labels().get(PLACEMENT_LABEL) {
-                    Some(placement) => {
-                        crate::select(&by_decision, |c| names_placement(c, &namespace, placement))
-                    }
-                    None => Vec::new(),
-                }
-            },
-        )
-        .watches(
-            Api::<Placement>::all(client.clone()),
-            watcher::Config::default(),
-            move |p| {
-                let (namespace, name) = (p.namespace().unwrap_or_default(), p.name_any());
-                crate::select(&by_placement, |c| names_placement(c, &namespace, &name))
-            },
-        )
+        .watches_stream(decision_changes, move |decision| {
+            let namespace = decision.namespace().unwrap_or_default();
+            match decision.labels().get(PLACEMENT_LABEL) {
+                Some(placement) => crate::select(&by_decision, |c| names_placement(c, &namespace, placement)),
+                None => Vec::new(),
+            }
+        })
+        .watches_stream(placement_changes, move |p| {
+            let (namespace, name) = (p.namespace().unwrap_or_default(), p.name_any());
+            crate::select(&by_placement, |c| names_placement(c, &namespace, &name))
+        })
         .watches(
             Api::<AddOnDeploymentConfig>::all(client.clone()),
             watcher::Config::default(),
@@ -140,15 +130,11 @@ pub(crate) async fn run(
             },
         )
         // The plugin's status changes once a new revision serves: roll it out.
-        .watches(
-            Api::<AddOnPlugin>::all(client.clone()),
-            watcher::Config::default(),
-            |plugin| {
-                Some(ObjectRef::<ClusterManagementAddOn>::new(
-                    &crate::plugin::addon_name(&plugin),
-                ))
-            },
-        )
+        .watches_stream(plugin_changes, |plugin| {
+            Some(ObjectRef::<ClusterManagementAddOn>::new(
+                &crate::plugin::addon_name(&plugin),
+            ))
+        })
         // A template's new spec hash is released like any config's: its add-ons re-render.
         .watches(
             Api::<AddOnTemplate>::all(client.clone()),
@@ -171,5 +157,5 @@ pub(crate) async fn run(
         writes,
         options,
     });
-    flotilla_kube::controller::run("addon-rollout", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("addon-rollout", controller, reconcile::reconcile, context)
 }
