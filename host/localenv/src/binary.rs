@@ -128,7 +128,15 @@ pub fn go_build(source: &Path, out: &Path, ldflags: &[String], what: &str) -> Re
     let started = std::time::Instant::now();
     let output = Command::new("go")
         .current_dir(source)
-        .args(["build", "-trimpath", "-mod=readonly", "-ldflags"])
+        // No DWARF from the compiler: every caller links with `-w`, which drops it anyway,
+        // and making it is compile work for nothing.
+        .args([
+            "build",
+            "-trimpath",
+            "-mod=readonly",
+            "-gcflags=all=-dwarf=false",
+            "-ldflags",
+        ])
         .arg(ldflags.join(" "))
         .arg("-o")
         .arg(out)
