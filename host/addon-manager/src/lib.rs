@@ -56,7 +56,7 @@ use kube::Client;
 pub use csr::{CSR_REQUESTER_BURST, CSR_REQUESTER_REFILL};
 pub use error::{Error, Result};
 pub use plugins::Plugins;
-pub(crate) use writes::{AddonWrites, defer_addon_status, write_addon_status};
+pub(crate) use writes::{AddonWriter, Writer};
 
 /// The ManagedClusterAddOns of add-on `name` (one per cluster): what a change of its
 /// ClusterManagementAddOn or AddOnPlugin re-reconciles.
@@ -159,13 +159,10 @@ where
     store.get(key).and_then(|o| o.meta().resource_version.clone())
 }
 
-/// The add-ons as this process last wrote them, until the watches show it. Four controllers
-/// write each add-on's status, each from its own cache; one whose cache was still behind
-/// another's write sent a patch the apiserver refused (409), and reconciled again: on a
-/// thousand new add-ons that was a conflict for every second status write. A reconcile takes
-/// its add-on through [`LatestWrites::latest`] instead, so its patch starts from the state the
-/// last write left. A write of someone else (the klusterlet) still ends in a conflict, which
-/// forgets what was recorded ([`LatestWrites::forget`]).
+/// Objects as this process last wrote them, until the watches show it: a write started from
+/// a cache still behind this process's last write is refused (409), so the add-on writer
+/// ([`writes`]) starts each write from [`LatestWrites::latest`]. A conflict with someone
+/// else's write (the klusterlet's) records the object as read after it.
 pub(crate) struct LatestWrites<K: kube::Resource<DynamicType = ()>>(std::sync::Mutex<Latest<K>>);
 
 /// The last writes by object, and the size at which expired ones are swept next.
@@ -244,13 +241,6 @@ where
             latest.writes.remove(&key);
         }
         cached
-    }
-
-    /// Forgets the writes of `object`: a conflict showed someone else wrote it since.
-    pub(crate) fn forget(&self, object: &kube::runtime::reflector::ObjectRef<K>) {
-        if let Ok(mut latest) = self.0.lock() {
-            latest.writes.remove(object);
-        }
     }
 }
 
@@ -347,7 +337,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     let plugins = Arc::new(Plugins::new(registry));
     let configs = Arc::new(configs::ReleasedConfigs::default());
     let mut feeds = feeds::Feeds::new(&client);
-    let (writes, deferred) = writes::SharedWrites::new(feeds.addons.store());
+    let (writer, due_writes) = writes::StatusWriter::new(feeds.addons.store());
     let events = flotilla_kube::events::Events::new(client.clone(), EVENT_REPORTER);
     // Every controller subscribes before the feeds run, so none misses the first list.
     let plugin = plugin::run(&mut feeds, client.clone(), Arc::clone(&plugins), options.clone());
@@ -356,7 +346,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
         &mut feeds,
         client.clone(),
         Arc::clone(&plugins),
-        Arc::clone(&writes),
+        Arc::clone(&writer),
         events.clone(),
         options.clone(),
     );
@@ -365,7 +355,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
         client.clone(),
         Arc::clone(&plugins),
         Arc::clone(&configs),
-        Arc::clone(&writes),
+        Arc::clone(&writer),
         options.clone(),
     );
     let deploy = deploy::run(
@@ -373,7 +363,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
         client.clone(),
         Arc::clone(&plugins),
         configs.clone(),
-        Arc::clone(&writes),
+        Arc::clone(&writer),
         events.clone(),
         options.clone(),
     );
@@ -381,7 +371,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
         &mut feeds,
         client.clone(),
         Arc::clone(&plugins),
-        Arc::clone(&writes),
+        Arc::clone(&writer),
         events,
         options.clone(),
     );
@@ -389,7 +379,7 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     use futures::FutureExt as _;
     futures::join!(
         feeds.run().boxed(),
-        writes::run(Arc::clone(&writes), deferred).boxed(),
+        writes::run(Arc::clone(&writer), due_writes).boxed(),
         plugin.boxed(),
         install.boxed(),
         rollout.boxed(),
@@ -406,7 +396,6 @@ mod tests {
 
     use flotilla_api::addon::v1alpha1::{ManagedClusterAddOn, ManagedClusterAddOnSpec};
     use kube::ResourceExt as _;
-    use kube::runtime::reflector::ObjectRef;
 
     use super::LatestWrites;
 
@@ -438,14 +427,6 @@ mod tests {
         assert_eq!(version(&writes.latest(addon("7"))), "7");
         // Caught up: the record is dropped, so an old version no longer maps to it.
         assert_eq!(version(&writes.latest(addon("2"))), "2");
-        assert_eq!(version(&writes.latest(addon("1"))), "1");
-    }
-
-    #[test]
-    fn a_conflict_forgets_the_writes() {
-        let writes = LatestWrites::default();
-        writes.record(Some("1".into()), ManagedClusterAddOn::clone(&addon("2")));
-        writes.forget(&ObjectRef::from_obj(addon("1").as_ref()));
         assert_eq!(version(&writes.latest(addon("1"))), "1");
     }
 

@@ -1,248 +1,419 @@
-//! How the controllers write an add-on's status: one at a time, each from the last write, and
-//! the changes that can wait written together.
+//! One writer of every add-on's status: the controllers submit changes, and a writer task
+//! merges each add-on's changes and writes them together.
 //!
-//! Four controllers write each add-on's status: registration (`registrations`, `namespace`,
+//! Four controllers change each add-on: registration (`registrations`, `namespace`,
 //! `RegistrationApplied`), health (`healthCheck`, `Available`), rollout (`configReferences`,
-//! `Configured`) and deploy (`ManifestApplied`, `Progressing`). A new add-on wakes all four,
-//! and each wrote at once: four status writes per add-on were most of the apiserver's CPU when
-//! a thousand add-ons were enabled together. Now:
+//! `Configured`, the released plugin revision) and deploy (`supportedConfigs`,
+//! `ManifestApplied`, `Progressing`, the applied revision). A new add-on wakes all four, and
+//! each writing on its own was several status writes per add-on, most of the apiserver's CPU
+//! when a thousand add-ons were enabled together, and conflicts among them. Now:
 //!
-//! - each takes its turn on the add-on before it reads it ([`SharedWrites::turn`]), so none
-//!   races another to a conflict, and reads it as last written here ([`LatestWrites`]);
-//! - registration and health, whose reports nothing else waits for, leave their changes
-//!   pending for up to [`LINGER`] ([`defer_addon_status`]); the rollout's and deploy's writes
-//!   ([`write_addon_status`]) carry whatever is pending, and what is still pending then is
-//!   written by [`run`];
-//! - a change is kept as the fields and conditions it set ([`StatusChange`]), so it applies
-//!   on top of whatever the add-on's status has become by the time it is written.
+//! - a controller reads an add-on through [`StatusWriter::view`]: the cache, or this
+//!   process's last write when the cache is behind it, with every change submitted and not
+//!   written yet made, so it plans on what the add-on is about to be;
+//! - it submits what it would write ([`StatusWriter::submit`]), kept as the fields,
+//!   conditions and annotations it changes ([`AddonChange`]), and goes on: no controller waits
+//!   for another's write;
+//! - [`run`] writes an add-on [`COALESCE`] after its first unwritten change, every change
+//!   submitted meanwhile in the one status PUT, then the annotations; one write per add-on in
+//!   flight, and on a conflict the changes are made again on the add-on as it is now.
 //!
 //! ```text
-//!  registration ─ turn ─▶ pending ─┐
-//!  health ─────── turn ─▶ pending ─┼─▶ rollout's or deploy's write, or after LINGER: one PUT
-//!  rollout / deploy ───── turn ────┘
+//!  registration ─┐                               ┌─▶ PUT status (resourceVersion read)
+//!  health ───────┼─▶ submit ─▶ pending ─ COALESCE ┤
+//!  rollout ──────┤     ▲                          └─▶ PATCH annotations
+//!  deploy ───────┘     └─ view: cache ⊕ last write ⊕ pending
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flotilla_api::addon::v1alpha1::{ManagedClusterAddOn, ManagedClusterAddOnStatus};
 use futures::StreamExt as _;
-use kube::Api;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, ResourceExt as _};
 use serde_json::Value;
+use tokio::time::Instant;
 
 use crate::LatestWrites;
 
-/// How long a deferred change waits for another write to carry it: long enough for the
-/// controllers a new add-on wakes together to meet, short against the lease-scale times
-/// health is reported at.
-pub(crate) const LINGER: Duration = Duration::from_secs(1);
+/// How long an add-on's first unwritten change waits for more: long enough for the
+/// controllers a new add-on wakes together to meet in one write, short against anything a
+/// user waits for. A rollout step is written at once ([`Writer::Rollout`]).
+pub(crate) const COALESCE: Duration = Duration::from_millis(300);
 
-/// The longest wait between attempts to write a deferred change that failed.
+/// Most add-on writes in flight at once: the apiserver's CPU, not round trips, bounds a
+/// thousand of them, and beyond this they only queue there.
+const WRITES_IN_FLIGHT: usize = 32;
+
+/// The longest wait between attempts to write a change that failed.
 const RETRY_AT_MOST: Duration = Duration::from_secs(60);
 
-/// What the controllers that write add-ons share: whose turn it is on each add-on, each
-/// add-on as last written, and the changes deferred.
-pub(crate) struct SharedWrites {
-    turns: Turns<ManagedClusterAddOn>,
-    pub(crate) latest: LatestWrites<ManagedClusterAddOn>,
-    deferred: std::sync::Mutex<HashMap<ObjectRef<ManagedClusterAddOn>, Deferred>>,
-    /// The add-ons as the watch shows them: what a deferred change is written on.
+/// The controllers that change add-ons: a submission says whose it is, so a controller can
+/// follow another's ([`StatusWriter::submissions_of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Writer {
+    Registration,
+    Health,
+    Rollout,
+    Deploy,
+}
+
+/// The one writer of add-on status and of the add-on manager's annotations on add-ons.
+pub(crate) struct StatusWriter {
+    entries: Mutex<HashMap<ObjectRef<ManagedClusterAddOn>, Entry>>,
+    /// The add-ons as this process last wrote them, until the cache shows it.
+    latest: LatestWrites<ManagedClusterAddOn>,
+    /// The add-ons as the watch shows them.
     addons: Store<ManagedClusterAddOn>,
-    /// When each add-on's deferred changes are due ([`run`] writes them).
-    due: futures::channel::mpsc::UnboundedSender<(ObjectRef<ManagedClusterAddOn>, tokio::time::Instant)>,
+    /// When each add-on's write is due ([`run`] makes it).
+    due: UnboundedSender<(ObjectRef<ManagedClusterAddOn>, Instant)>,
+    /// Who follows whose submissions.
+    followers: Mutex<Vec<(Writer, UnboundedSender<ObjectRef<ManagedClusterAddOn>>)>>,
+    /// Woken whenever a write ends, for [`StatusWriter::flushed`].
+    written: tokio::sync::Notify,
 }
 
-/// The add-on writes every controller shares ([`SharedWrites`]).
-pub(crate) type AddonWrites = Arc<SharedWrites>;
+/// The writer every controller shares.
+pub(crate) type AddonWriter = Arc<StatusWriter>;
 
-/// When deferred changes are due, for [`run`].
-pub(crate) type DueWrites =
-    futures::channel::mpsc::UnboundedReceiver<(ObjectRef<ManagedClusterAddOn>, tokio::time::Instant)>;
+/// The writes due, for [`run`].
+pub(crate) type DueWrites = UnboundedReceiver<(ObjectRef<ManagedClusterAddOn>, Instant)>;
 
-/// An add-on's status changes not written yet.
-struct Deferred {
-    change: StatusChange,
+/// One add-on's changes on their way.
+struct Entry {
     api: Api<ManagedClusterAddOn>,
+    /// Submitted and not being written yet.
+    pending: Changes,
+    /// Being written now.
+    writing: Changes,
+    /// Whether a write is due in the queue.
+    queued: bool,
+    /// Failed attempts in a row, for the backoff.
+    failures: u32,
 }
 
-impl SharedWrites {
-    /// The shared writes over the add-on cache `addons`, and the queue [`run`] drains.
-    pub(crate) fn new(addons: Store<ManagedClusterAddOn>) -> (AddonWrites, DueWrites) {
+/// How one attempt to write an add-on ended.
+enum Attempt {
+    Written,
+    /// The add-on is gone: nothing to report on.
+    Gone,
+    /// Someone else wrote it since it was read; the add-on as it is now is recorded.
+    Conflict,
+    /// Anything else, said for the log.
+    Failed(String),
+}
+
+impl StatusWriter {
+    /// The writer over the add-on cache `addons`, and the queue [`run`] drains.
+    pub(crate) fn new(addons: Store<ManagedClusterAddOn>) -> (AddonWriter, DueWrites) {
         let (due, queue) = futures::channel::mpsc::unbounded();
-        let writes = Self {
-            turns: Turns::default(),
+        let writer = Self {
+            entries: Mutex::new(HashMap::new()),
             latest: LatestWrites::default(),
-            deferred: std::sync::Mutex::new(HashMap::new()),
             addons,
             due,
+            followers: Mutex::new(Vec::new()),
+            written: tokio::sync::Notify::new(),
         };
-        (Arc::new(writes), queue)
+        (Arc::new(writer), queue)
     }
 
-    /// Waits for the turn on `addon` (held as long as the guard), then gives its latest state:
-    /// as last written here when the cache is behind, with the deferred changes in it.
-    pub(crate) async fn turn(
-        &self,
-        addon: Arc<ManagedClusterAddOn>,
-    ) -> (tokio::sync::OwnedMutexGuard<()>, Arc<ManagedClusterAddOn>) {
-        let turn = self.turns.take(&ObjectRef::from_obj(addon.as_ref())).await;
-        (turn, self.with_deferred(self.latest.latest(addon)))
+    /// `cached` as it is about to be: this process's last write of it if the cache is behind,
+    /// with every change submitted and not written yet made.
+    pub(crate) fn view(&self, cached: Arc<ManagedClusterAddOn>) -> Arc<ManagedClusterAddOn> {
+        self.view_with(cached, None)
     }
 
-    /// The changes deferred for `key`.
-    fn deferred_change(&self, key: &ObjectRef<ManagedClusterAddOn>) -> Option<StatusChange> {
-        self.deferred.lock().ok()?.get(key).map(|d| d.change.clone())
+    /// `cached` as written, with only the changes `by` submitted and not written yet made: a
+    /// planner that counts other controllers' steps only once the world can see them.
+    pub(crate) fn view_of(&self, by: Writer, cached: Arc<ManagedClusterAddOn>) -> Arc<ManagedClusterAddOn> {
+        self.view_with(cached, Some(by))
     }
 
-    /// `addon` with the changes deferred for it made.
-    fn with_deferred(&self, addon: Arc<ManagedClusterAddOn>) -> Arc<ManagedClusterAddOn> {
-        let Some(change) = self.deferred_change(&ObjectRef::from_obj(addon.as_ref())) else {
-            return addon;
+    fn view_with(&self, cached: Arc<ManagedClusterAddOn>, by: Option<Writer>) -> Arc<ManagedClusterAddOn> {
+        let addon = self.latest.latest(cached);
+        let change = {
+            let Ok(entries) = self.entries.lock() else {
+                return addon;
+            };
+            let Some(entry) = entries.get(&ObjectRef::from_obj(addon.as_ref())) else {
+                return addon;
+            };
+            let mut change = entry.writing.merged(by);
+            change.then(entry.pending.merged(by));
+            change
         };
-        match change.apply(&addon.status.clone().unwrap_or_default()) {
-            Ok(status) => {
-                let mut addon = ManagedClusterAddOn::clone(&addon);
-                addon.status = Some(status);
-                Arc::new(addon)
-            }
-            Err(_) => addon,
+        match change.apply(&addon) {
+            Ok(Some(changed)) => Arc::new(changed),
+            _ => addon,
         }
     }
 
-    /// Writes `desired` as the status of `addon` if it changed (PUT), recording the write, or
-    /// forgetting what was recorded when the add-on changed since it was read.
+    /// Submits what `by` would make of `seen` (read through [`Self::view`]): `desired` as its
+    /// status and the `annotations`. Only what differs from `seen` is kept, so it lands on
+    /// whatever the add-on has become by its write. Returns whether it changed anything.
+    pub(crate) fn submit(
+        &self,
+        by: Writer,
+        api: &Api<ManagedClusterAddOn>,
+        seen: &ManagedClusterAddOn,
+        desired: &ManagedClusterAddOnStatus,
+        annotations: &[(&str, &str)],
+    ) -> flotilla_kube::Result<bool> {
+        let current = seen.status.clone().unwrap_or_default();
+        let status = StatusChange::between(&current, desired).map_err(|source| encode_error(seen, source))?;
+        let change = AddonChange {
+            status,
+            annotations: annotations
+                .iter()
+                .filter(|(key, value)| seen.annotations().get(*key).map(String::as_str) != Some(*value))
+                .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                .collect(),
+        };
+        if change.is_empty() {
+            return Ok(false);
+        }
+        let key = ObjectRef::from_obj(seen);
+        if let Ok(mut entries) = self.entries.lock() {
+            let entry = entries.entry(key.clone()).or_insert_with(|| Entry {
+                api: api.clone(),
+                pending: Changes::default(),
+                writing: Changes::default(),
+                queued: false,
+                failures: 0,
+            });
+            entry.pending.0.push((by, change));
+            // A rollout step goes out at once: the progression is seen as it is made.
+            let urgent = by == Writer::Rollout;
+            if urgent || !entry.queued {
+                entry.queued = true;
+                self.queue(key.clone(), if urgent { Duration::ZERO } else { COALESCE });
+            }
+        }
+        if let Ok(mut followers) = self.followers.lock() {
+            followers.retain(|(of, follower)| *of != by || follower.unbounded_send(key.clone()).is_ok());
+        }
+        Ok(true)
+    }
+
+    /// The add-ons `by` submits changes of, as it submits them: how a controller that reads
+    /// what another writes hears of it before the write.
+    pub(crate) fn submissions_of(&self, by: Writer) -> UnboundedReceiver<ObjectRef<ManagedClusterAddOn>> {
+        let (follower, submissions) = futures::channel::mpsc::unbounded();
+        if let Ok(mut followers) = self.followers.lock() {
+            followers.push((by, follower));
+        }
+        submissions
+    }
+
+    /// Waits until none of `keys` has a change not written yet (or `wait` passed: false).
+    pub(crate) async fn flushed(&self, keys: &[ObjectRef<ManagedClusterAddOn>], wait: Duration) -> bool {
+        let done = || {
+            self.entries
+                .lock()
+                .map(|entries| keys.iter().all(|key| !entries.contains_key(key)))
+                .unwrap_or(true)
+        };
+        tokio::time::timeout(wait, async {
+            loop {
+                let written = self.written.notified();
+                tokio::pin!(written);
+                written.as_mut().enable();
+                if done() {
+                    return;
+                }
+                written.await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+
+    fn queue(&self, key: ObjectRef<ManagedClusterAddOn>, after: Duration) {
+        // The queue lives as long as the manager; once it is gone nothing is written.
+        let _ = self.due.unbounded_send((key, Instant::now() + after));
+    }
+
+    /// Writes what is pending for `key`, then settles what comes next: nothing, the changes
+    /// submitted meanwhile, or the same again after a failure.
+    async fn write(&self, key: &ObjectRef<ManagedClusterAddOn>) {
+        let taken = self.entries.lock().ok().and_then(|mut entries| {
+            let entry = entries.get_mut(key)?;
+            if !entry.writing.is_empty() {
+                // One write in flight per add-on: its end queues what came since.
+                entry.queued = false;
+                return None;
+            }
+            entry.queued = false;
+            if entry.pending.is_empty() {
+                entries.remove(key);
+                return None;
+            }
+            entry.writing = std::mem::take(&mut entry.pending);
+            Some((entry.writing.merged(None), entry.api.clone()))
+        });
+        let Some((change, api)) = taken else {
+            self.written.notify_waiters();
+            return;
+        };
+        let attempt = match self.addons.get(key) {
+            Some(cached) => self.put(&api, self.latest.latest(cached), &change).await,
+            None => Attempt::Gone,
+        };
+        if let Ok(mut entries) = self.entries.lock()
+            && let Some(entry) = entries.get_mut(key)
+        {
+            let written = std::mem::take(&mut entry.writing);
+            let backoff = |failures: u32| {
+                crate::CACHE_WAIT
+                    .saturating_mul(2u32.saturating_pow(failures.clamp(1, 16) - 1))
+                    .min(RETRY_AT_MOST)
+            };
+            let retry = match attempt {
+                Attempt::Written => {
+                    entry.failures = 0;
+                    None
+                }
+                Attempt::Gone => {
+                    entries.remove(key);
+                    self.written.notify_waiters();
+                    return;
+                }
+                Attempt::Conflict => {
+                    // The add-on as it is now is recorded: at once the first time.
+                    entry.failures += 1;
+                    Some(if entry.failures == 1 {
+                        Duration::ZERO
+                    } else {
+                        backoff(entry.failures)
+                    })
+                }
+                Attempt::Failed(message) => {
+                    entry.failures += 1;
+                    let wait = backoff(entry.failures);
+                    tracing::debug!(addon = %key, %message, ?wait, "add-on status not written; retrying");
+                    Some(wait)
+                }
+            };
+            if retry.is_some() {
+                // Not written: it goes again, with whatever came since on top.
+                let mut again = written;
+                again.0.append(&mut entry.pending.0);
+                entry.pending = again;
+            }
+            let urgent = entry.pending.0.iter().any(|(by, _)| *by == Writer::Rollout);
+            let after = retry.unwrap_or(if urgent { Duration::ZERO } else { COALESCE });
+            if entry.pending.is_empty() {
+                entries.remove(key);
+            } else if !entry.queued {
+                entry.queued = true;
+                self.queue(key.clone(), after);
+            }
+        }
+        self.written.notify_waiters();
+    }
+
+    /// Makes `change` on `addon`: its status (a whole-status PUT guarded by the
+    /// resourceVersion read, which costs the apiserver less than a merge patch), then its
+    /// annotations, so an annotation never precedes the status it goes with.
     async fn put(
         &self,
         api: &Api<ManagedClusterAddOn>,
-        addon: &ManagedClusterAddOn,
-        desired: ManagedClusterAddOnStatus,
-    ) -> flotilla_kube::Result<Option<ManagedClusterAddOn>> {
-        let result = flotilla_kube::status::replace_written_if_changed(
+        addon: Arc<ManagedClusterAddOn>,
+        change: &AddonChange,
+    ) -> Attempt {
+        let mut addon = addon;
+        let current = addon.status.clone().unwrap_or_default();
+        let desired = match change.status.apply(&current) {
+            Ok(desired) => desired,
+            Err(source) => return Attempt::Failed(encode_error(&addon, source).to_string()),
+        };
+        let base = addon.resource_version();
+        let written = flotilla_kube::status::replace_written_if_changed(
             api,
-            addon,
-            addon.status.as_ref(),
+            addon.as_ref(),
+            Some(&current),
             desired,
             |addon, status| addon.status = Some(status),
         )
         .await;
-        match &result {
-            Ok(Some(written)) => self
-                .latest
-                .record(addon.metadata.resource_version.clone(), written.clone()),
-            Err(e) if flotilla_kube::backoff::status_code(e) == Some(409) => {
-                self.latest.forget(&ObjectRef::from_obj(addon));
+        match written {
+            Ok(Some(written)) => {
+                self.latest.record(base, written.clone());
+                addon = Arc::new(written);
             }
-            _ => {}
+            Ok(None) => {}
+            Err(flotilla_kube::Error::PatchStatus { source, .. }) => {
+                return self.failed(api, &addon, &source).await;
+            }
+            Err(other) => return Attempt::Failed(other.to_string()),
         }
-        result
-    }
-
-    /// Writes the changes deferred for `key` once, if they are still pending and the add-on
-    /// still there; on failure they stay pending and the error is returned.
-    async fn write_deferred(&self, key: &ObjectRef<ManagedClusterAddOn>) -> flotilla_kube::Result<()> {
-        let _turn = self.turns.take(key).await;
-        let Some(Deferred { change, api }) = self.deferred.lock().ok().and_then(|mut d| d.remove(key)) else {
-            return Ok(());
-        };
-        let Some(cached) = self.addons.get(key) else {
-            // Gone: nothing to report on.
-            return Ok(());
-        };
-        let addon = self.latest.latest(cached);
-        let current = addon.status.clone().unwrap_or_default();
-        let desired = change
-            .apply(&current)
-            .map_err(|source| encode_error(&addon, source))?;
-        let result = self.put(&api, &addon, desired).await;
-        if result.is_err()
-            && let Ok(mut deferred) = self.deferred.lock()
+        let annotations: serde_json::Map<String, Value> = change
+            .annotations
+            .iter()
+            .filter(|(key, value)| addon.annotations().get(*key) != Some(value))
+            .map(|(key, value)| (key.clone(), Value::String(value.clone())))
+            .collect();
+        if annotations.is_empty() {
+            return Attempt::Written;
+        }
+        let patch = serde_json::json!({"metadata": {"annotations": annotations}});
+        match api
+            .patch(&addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await
         {
-            deferred.insert(key.clone(), Deferred { change, api });
-        }
-        result.map(|_| ())
-    }
-}
-
-/// Writes `desired` as the status of `addon` (read during the caller's turn) if it changed,
-/// with the changes deferred for it, whether or not `addon` was read with them: a whole-status
-/// PUT, which costs the apiserver less than a merge patch, guarded by the resourceVersion read.
-/// Returns the add-on as written (None: nothing changed).
-pub(crate) async fn write_addon_status(
-    writes: &AddonWrites,
-    api: &Api<ManagedClusterAddOn>,
-    addon: &ManagedClusterAddOn,
-    desired: &ManagedClusterAddOnStatus,
-) -> flotilla_kube::Result<Option<ManagedClusterAddOn>> {
-    let key = ObjectRef::from_obj(addon);
-    let Some(deferred) = writes.deferred_change(&key) else {
-        return writes.put(api, addon, desired.clone()).await;
-    };
-    // Made again on the status as read: a no-op for changes it already has.
-    let current = addon.status.clone().unwrap_or_default();
-    let encode = |source| encode_error(addon, source);
-    let change = StatusChange::between(&current, desired).map_err(encode)?;
-    let with_deferred = deferred.apply(&current).map_err(encode)?;
-    let written = writes
-        .put(api, addon, change.apply(&with_deferred).map_err(encode)?)
-        .await?;
-    if written.is_some()
-        && let Ok(mut pending) = writes.deferred.lock()
-    {
-        // The turn is held, so nothing was deferred since: what was is written.
-        pending.remove(&key);
-    }
-    Ok(written)
-}
-
-/// Leaves `desired` as the status of `addon` (read during the caller's turn, with the
-/// changes already deferred) to be written with the next write of it, within [`LINGER`].
-/// Returns whether it changed anything.
-pub(crate) fn defer_addon_status(
-    writes: &AddonWrites,
-    api: &Api<ManagedClusterAddOn>,
-    addon: &ManagedClusterAddOn,
-    desired: &ManagedClusterAddOnStatus,
-) -> flotilla_kube::Result<bool> {
-    let current = addon.status.clone().unwrap_or_default();
-    let change = StatusChange::between(&current, desired).map_err(|source| encode_error(addon, source))?;
-    if change.is_empty() {
-        return Ok(false);
-    }
-    let key = ObjectRef::from_obj(addon);
-    let Ok(mut deferred) = writes.deferred.lock() else {
-        return Ok(false);
-    };
-    match deferred.entry(key.clone()) {
-        std::collections::hash_map::Entry::Occupied(mut earlier) => earlier.get_mut().change.then(change),
-        std::collections::hash_map::Entry::Vacant(slot) => {
-            slot.insert(Deferred {
-                change,
-                api: api.clone(),
-            });
-            // The queue lives as long as the manager; once it is gone nothing is written.
-            let _ = writes
-                .due
-                .unbounded_send((key, tokio::time::Instant::now() + LINGER));
+            Ok(written) => {
+                self.latest.record(addon.resource_version(), written);
+                Attempt::Written
+            }
+            Err(error) => self.failed(api, &addon, &error).await,
         }
     }
-    Ok(true)
+
+    /// What a failed write of `addon` means: gone, a conflict (the add-on as it is now is
+    /// recorded, so the next attempt starts from it without waiting for the cache), or a
+    /// failure to retry.
+    async fn failed(
+        &self,
+        api: &Api<ManagedClusterAddOn>,
+        addon: &ManagedClusterAddOn,
+        error: &kube::Error,
+    ) -> Attempt {
+        let code = flotilla_kube::backoff::status_code(error);
+        let failed = Attempt::Failed(format!(
+            "write ManagedClusterAddOn {}: {error}",
+            ObjectRef::from_obj(addon)
+        ));
+        match code {
+            Some(404) => Attempt::Gone,
+            Some(409) => match api.get_opt(&addon.name_any()).await {
+                Ok(Some(now)) => {
+                    self.latest.record(addon.resource_version(), now);
+                    Attempt::Conflict
+                }
+                Ok(None) => Attempt::Gone,
+                Err(_) => failed,
+            },
+            _ => failed,
+        }
+    }
 }
 
-/// Writes deferred changes when they are due, until dropped; a failed write is tried again,
-/// first after [`crate::CACHE_WAIT`] (a conflict: the cache catches up), then less often.
-pub(crate) async fn run(writes: AddonWrites, due: DueWrites) {
+/// Writes add-ons when their writes are due, [`WRITES_IN_FLIGHT`] at a time, until dropped.
+pub(crate) async fn run(writer: AddonWriter, due: DueWrites) {
+    let slots = tokio::sync::Semaphore::new(WRITES_IN_FLIGHT);
     due.for_each_concurrent(None, |(key, at)| {
-        let writes = Arc::clone(&writes);
+        let (writer, slots) = (Arc::clone(&writer), &slots);
         async move {
             tokio::time::sleep_until(at).await;
-            let mut wait = crate::CACHE_WAIT;
-            while let Err(e) = writes.write_deferred(&key).await {
-                tracing::debug!(addon = %key, error = %e, "deferred add-on status not written; retrying");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(RETRY_AT_MOST);
-            }
+            let Ok(_slot) = slots.acquire().await else {
+                return;
+            };
+            writer.write(&key).await;
         }
     })
     .await;
@@ -252,6 +423,64 @@ fn encode_error(addon: &ManagedClusterAddOn, source: serde_json::Error) -> floti
     flotilla_kube::Error::Encode {
         what: format!("status of ManagedClusterAddOn {}", ObjectRef::from_obj(addon)),
         source,
+    }
+}
+
+/// Changes in the order they were submitted, each with whose it is.
+#[derive(Clone, Debug, Default)]
+struct Changes(Vec<(Writer, AddonChange)>);
+
+impl Changes {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The changes of `by` (None: of everyone) as one, later ones winning.
+    fn merged(&self, by: Option<Writer>) -> AddonChange {
+        let mut merged = AddonChange::default();
+        for (_, change) in self.0.iter().filter(|(of, _)| by.is_none_or(|by| *of == by)) {
+            merged.then(change.clone());
+        }
+        merged
+    }
+}
+
+/// One controller's change to an add-on: of its status ([`StatusChange`]) and the
+/// annotations it sets.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct AddonChange {
+    status: StatusChange,
+    annotations: BTreeMap<String, String>,
+}
+
+impl AddonChange {
+    /// This change, then `later`: where both set something, `later` wins.
+    fn then(&mut self, later: Self) {
+        self.status.then(later.status);
+        self.annotations.extend(later.annotations);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.status.is_empty() && self.annotations.is_empty()
+    }
+
+    /// `addon` with this change made (None: it changes nothing).
+    fn apply(&self, addon: &ManagedClusterAddOn) -> serde_json::Result<Option<ManagedClusterAddOn>> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let mut changed = addon.clone();
+        if !self.status.is_empty() {
+            changed.status = Some(self.status.apply(&addon.status.clone().unwrap_or_default())?);
+        }
+        if !self.annotations.is_empty() {
+            changed
+                .metadata
+                .annotations
+                .get_or_insert_default()
+                .extend(self.annotations.clone());
+        }
+        Ok(Some(changed))
     }
 }
 
@@ -357,38 +586,6 @@ fn by_type(status: &serde_json::Map<String, Value>) -> BTreeMap<String, &Value> 
         .collect()
 }
 
-/// One turn at a time per object: the controllers that write an add-on's status take their
-/// turn on it ([`Turns::take`]) before they read it, so each starts from the state the one
-/// before it wrote ([`LatestWrites::latest`]) instead of racing it to a conflict.
-struct Turns<K: kube::Resource<DynamicType = ()>>(
-    std::sync::Mutex<HashMap<ObjectRef<K>, Arc<tokio::sync::Mutex<()>>>>,
-);
-
-impl<K: kube::Resource<DynamicType = ()>> Default for Turns<K> {
-    fn default() -> Self {
-        Self(std::sync::Mutex::new(HashMap::new()))
-    }
-}
-
-impl<K> Turns<K>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + 'static,
-{
-    /// Waits for the turn on `object`; it lasts as long as the returned guard.
-    async fn take(&self, object: &ObjectRef<K>) -> tokio::sync::OwnedMutexGuard<()> {
-        let turn = {
-            let Ok(mut turns) = self.0.lock() else {
-                return Arc::new(tokio::sync::Mutex::new(())).lock_owned().await;
-            };
-            // Turns nobody holds or waits for are dropped, so the map stays as small as the
-            // work in flight.
-            turns.retain(|_, turn| Arc::strong_count(turn) > 1);
-            Arc::clone(turns.entry(object.clone()).or_default())
-        };
-        turn.lock_owned().await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use flotilla_api::addon::v1alpha1::HealthCheckMode;
@@ -477,7 +674,7 @@ mod tests {
     }
 }
 
-/// The writes against a real apiserver, with a cache fed by hand so a test decides what it
+/// The writer against a real apiserver, with a cache fed by hand so a test decides what it
 /// shows.
 #[cfg(test)]
 mod live {
@@ -489,15 +686,19 @@ mod live {
     use flotilla_api::addon::v1alpha1::{
         ManagedClusterAddOn, ManagedClusterAddOnSpec, ManagedClusterAddOnStatus,
     };
+    use futures::StreamExt as _;
     use k8s_openapi::api::core::v1::Namespace;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use k8s_openapi::jiff::Timestamp;
-    use kube::api::PostParams;
-    use kube::runtime::reflector::store::Writer;
+    use kube::api::{PostParams, WatchEvent, WatchParams};
+    use kube::runtime::reflector::ObjectRef;
+    use kube::runtime::reflector::store::Writer as CacheWriter;
     use kube::runtime::watcher::Event;
     use kube::{Api, ResourceExt};
 
-    use super::{LINGER, SharedWrites, defer_addon_status, run, write_addon_status};
+    use super::{StatusWriter, Writer, run};
+
+    const RELEASED: &str = "flotilla.dev/released-plugin-revision";
 
     /// A new add-on `hello` in a namespace of its own.
     async fn addon(namespace: &str) -> (Api<ManagedClusterAddOn>, ManagedClusterAddOn) {
@@ -546,84 +747,110 @@ mod live {
         kinds
     }
 
-    fn show(cache: &mut Writer<ManagedClusterAddOn>, addon: &ManagedClusterAddOn) {
+    fn show(cache: &mut CacheWriter<ManagedClusterAddOn>, addon: &ManagedClusterAddOn) {
         cache.apply_watcher_event(&Event::Apply(addon.clone()));
     }
 
+    /// The writes of `addon` since resourceVersion `since`, as its watch shows them.
+    async fn writes_since(api: &Api<ManagedClusterAddOn>, since: &str) -> usize {
+        let params = WatchParams::default().fields("metadata.name=hello").timeout(2);
+        let events = api.watch(&params, since).await.expect("watch starts");
+        events
+            .filter(|e| std::future::ready(matches!(e, Ok(WatchEvent::Modified(_)))))
+            .count()
+            .await
+    }
+
     #[tokio::test]
-    async fn a_deferred_change_goes_out_with_the_next_write() {
+    async fn changes_submitted_together_go_out_as_one_status_write() {
         let (api, addon) = addon("writes-together").await;
         let (store, mut cache) = kube::runtime::reflector::store();
         show(&mut cache, &addon);
-        let (writes, due) = SharedWrites::new(store);
-        let runner = tokio::spawn(run(Arc::clone(&writes), due));
+        let (writer, due) = StatusWriter::new(store);
+        let mut from_rollout = writer.submissions_of(Writer::Rollout);
+        let runner = tokio::spawn(run(Arc::clone(&writer), due));
+        let cached = Arc::new(addon.clone());
 
-        // Registration defers its change, reading the add-on in its turn.
-        {
-            let (_turn, seen) = writes.turn(Arc::new(addon.clone())).await;
-            let mut status = with_condition(&seen, "RegistrationApplied");
-            status.namespace = "agents".to_owned();
-            assert!(defer_addon_status(&writes, &api, &seen, &status).expect("deferred"));
-            // The same change again, on the add-on as read now, changes nothing.
-            let again = writes.with_deferred(Arc::new(addon.clone()));
-            assert!(!defer_addon_status(&writes, &api, &again, &status).expect("deferred"));
-        }
-        // The rollout writes from the add-on as it planned it, before that change.
-        let written = {
-            let (_turn, _seen) = writes.turn(Arc::new(addon.clone())).await;
-            write_addon_status(&writes, &api, &addon, &with_condition(&addon, "Configured"))
-                .await
-                .expect("written")
-                .expect("a change")
-        };
-        assert_eq!(kinds(&written), ["Configured", "RegistrationApplied"]);
-        assert_eq!(
-            written.status.as_ref().map(|s| s.namespace.as_str()),
-            Some("agents")
+        // Registration submits its change; every reader sees it before it is written.
+        let seen = writer.view(Arc::clone(&cached));
+        let mut status = with_condition(&seen, "RegistrationApplied");
+        status.namespace = "agents".to_owned();
+        assert!(
+            writer
+                .submit(Writer::Registration, &api, &seen, &status, &[])
+                .expect("submitted")
         );
+        let seen = writer.view(Arc::clone(&cached));
+        assert_eq!(kinds(&seen), ["RegistrationApplied"]);
+        // The same again changes nothing.
+        assert!(
+            !writer
+                .submit(Writer::Registration, &api, &seen, &status, &[])
+                .expect("submitted")
+        );
+        // The rollout, from the add-on as it is about to be: its condition and annotation.
+        let released = [(RELEASED, "rev-1")];
+        let status = with_condition(&seen, "Configured");
+        assert!(
+            writer
+                .submit(Writer::Rollout, &api, &seen, &status, &released)
+                .expect("submitted")
+        );
+        // Only the rollout's submission is heard by its follower.
+        let heard = tokio::time::timeout(Duration::from_secs(1), from_rollout.next()).await;
+        assert_eq!(heard.ok().flatten(), Some(ObjectRef::from_obj(&addon)));
+        assert!(from_rollout.try_recv().is_err(), "nothing else was heard");
 
-        // Nothing is left to write: past the linger, the add-on is as that one write left it.
-        tokio::time::sleep(LINGER + Duration::from_millis(500)).await;
+        assert!(
+            writer
+                .flushed(&[ObjectRef::from_obj(&addon)], Duration::from_secs(20))
+                .await
+        );
         let now = api.get("hello").await.expect("add-on read");
-        assert_eq!(now.resource_version(), written.resource_version());
+        assert_eq!(kinds(&now), ["Configured", "RegistrationApplied"]);
+        assert_eq!(now.status.as_ref().map(|s| s.namespace.as_str()), Some("agents"));
+        assert_eq!(now.annotations().get(RELEASED).map(String::as_str), Some("rev-1"));
+        // One status write, then the annotation.
+        let since = addon.resource_version().expect("a resourceVersion");
+        assert_eq!(writes_since(&api, &since).await, 2);
         runner.abort();
     }
 
     #[tokio::test]
-    async fn a_deferred_change_alone_is_written_after_a_conflict_too() {
-        let (api, addon) = addon("writes-alone").await;
+    async fn a_change_lands_beside_a_write_the_cache_does_not_show() {
+        let (api, addon) = addon("writes-conflict").await;
         let (store, mut cache) = kube::runtime::reflector::store();
         show(&mut cache, &addon);
-        let (writes, due) = SharedWrites::new(store);
-        let runner = tokio::spawn(run(Arc::clone(&writes), due));
+        let (writer, due) = StatusWriter::new(store);
+        let runner = tokio::spawn(run(Arc::clone(&writer), due));
 
-        // The agent writes the status; the cache does not show it yet.
+        // The agent writes the status; the cache never shows it.
         let mut by_agent = addon.clone();
         by_agent.status = Some(with_condition(&addon, "Available"));
-        let by_agent = api
-            .replace_status("hello", &PostParams::default(), &by_agent)
+        api.replace_status("hello", &PostParams::default(), &by_agent)
             .await
             .expect("agent's write");
-        {
-            let (_turn, seen) = writes.turn(Arc::new(addon.clone())).await;
-            let status = with_condition(&seen, "RegistrationApplied");
-            assert!(defer_addon_status(&writes, &api, &seen, &status).expect("deferred"));
-        }
-        // The first attempt, from the stale cache, is refused; once the cache shows the
-        // agent's write, the change lands beside it.
-        tokio::time::sleep(LINGER + Duration::from_millis(300)).await;
-        show(&mut cache, &by_agent);
-        let landed =
-            flotilla_testing::wait::until("the deferred change written", Duration::from_secs(20), || {
-                let api = api.clone();
-                async move {
-                    let now = api.get("hello").await?;
-                    Ok::<_, kube::Error>((kinds(&now).len() == 2).then_some(now))
-                }
-            })
-            .await
-            .expect("deferred change written");
-        assert_eq!(kinds(&landed), ["Available", "RegistrationApplied"]);
+        let seen = writer.view(Arc::new(addon.clone()));
+        let status = with_condition(&seen, "RegistrationApplied");
+        assert!(
+            writer
+                .submit(Writer::Registration, &api, &seen, &status, &[])
+                .expect("submitted")
+        );
+        // The first attempt, from the stale cache, is refused; the next starts from the add-on
+        // as it is and lands beside the agent's write.
+        assert!(
+            writer
+                .flushed(&[ObjectRef::from_obj(&addon)], Duration::from_secs(20))
+                .await
+        );
+        let now = api.get("hello").await.expect("add-on read");
+        assert_eq!(kinds(&now), ["Available", "RegistrationApplied"]);
+        // The view is that write while the cache is behind.
+        assert_eq!(
+            writer.view(Arc::new(addon.clone())).resource_version(),
+            now.resource_version()
+        );
         runner.abort();
     }
 }

@@ -118,12 +118,20 @@ async fn the_spec_hash_a_plugin_sees_is_the_one_in_config_references_for_every_c
     )
     .await;
     let seen = echoed(&work);
-    let mca = Api::<ManagedClusterAddOn>::namespaced(client.clone(), cluster_name)
-        .get(addon)
-        .await
-        .expect("add-on");
-    let written = mca.status.expect("status").config_references;
-    assert_eq!(written.len(), references.len(), "{written:?}");
+    // The works render from the released configs as soon as they are released; the add-on's
+    // status shows them once its writer writes them.
+    let mcas = Api::<ManagedClusterAddOn>::namespaced(client.clone(), cluster_name);
+    let count = references.len();
+    let written = wait::until("configReferences written", Duration::from_secs(20), || {
+        let mcas = mcas.clone();
+        async move {
+            let mca = mcas.get(addon).await?;
+            let written = mca.status.map(|s| s.config_references).unwrap_or_default();
+            Ok::<_, kube::Error>((written.len() == count).then_some(written))
+        }
+    })
+    .await
+    .expect("configReferences written");
     for reference in &written {
         let desired = reference.desired_config.as_ref().expect("desired config");
         let key = format!(

@@ -52,8 +52,8 @@ pub(crate) struct Context {
     pub(crate) plugins: Arc<Plugins>,
     /// Released config objects, read once for all add-ons.
     pub(crate) configs: Arc<ReleasedConfigs>,
-    /// The add-ons as the controllers last wrote them.
-    pub(crate) writes: crate::AddonWrites,
+    /// The add-ons' one writer: what a reconcile reads them through and submits changes to.
+    pub(crate) writer: crate::AddonWriter,
     pub(crate) options: Options,
     /// Bounds the plugin calls in flight ([`Options::max_concurrent_renders`]).
     pub(crate) renders: tokio::sync::Semaphore,
@@ -109,7 +109,7 @@ pub(crate) fn run(
     client: Client,
     plugins: Arc<Plugins>,
     configs: Arc<ReleasedConfigs>,
-    writes: crate::AddonWrites,
+    writer: crate::AddonWriter,
     events: Events,
     options: Options,
 ) -> impl Future<Output = ()> + use<> {
@@ -135,7 +135,10 @@ pub(crate) fn run(
         })
         .watches_stream(cluster_changes, move |cluster| {
             crate::addons_of_cluster(&by_cluster, &cluster.name_any())
-        });
+        })
+        // A release renders as soon as the rollout submits it, before it is written: the
+        // deploy's own changes then usually go out in the same status write.
+        .reconcile_on(writer.submissions_of(crate::Writer::Rollout));
     let store = controller.store();
     let context = Arc::new(Context {
         client,
@@ -146,7 +149,7 @@ pub(crate) fn run(
         unseen: UnseenWrites::default(),
         plugins,
         configs,
-        writes,
+        writer,
         renders: tokio::sync::Semaphore::new(options.max_concurrent_renders.max(1)),
         rendered: std::sync::Mutex::new(Rendered::new()),
         options,

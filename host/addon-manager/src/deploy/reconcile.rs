@@ -131,8 +131,8 @@ fn holds(existing: &Value, desired: &Value) -> bool {
 
 /// Renders, applies and reports one ManagedClusterAddOn.
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
-    // Its turn first, so it starts from the other controllers' last writes of it.
-    let (_turn, mut addon) = ctx.writes.turn(addon).await;
+    // As it is about to be: the rollout's release not written yet included.
+    let addon = ctx.writer.view(addon);
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let requeue = Action::requeue(ctx.options.resync);
     let deleting = addon.meta().deletion_timestamp.is_some();
@@ -193,7 +193,8 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
             let before = addon.status.clone().unwrap_or_default();
             let mut status = before.clone();
             set(&mut status, manifests_not_rendered(&message), Timestamp::now());
-            crate::write_addon_status(&ctx.writes, &api, &addon, &status).await?;
+            ctx.writer
+                .submit(crate::Writer::Deploy, &api, &addon, &status, &[])?;
             ctx.events
                 .conditions(
                     addon.as_ref(),
@@ -248,8 +249,16 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         supported_configs: status.supported_configs.clone(),
         ..desired_status.clone()
     } == status;
-    if configs_released(&desired_status) || !only_supported_configs {
-        let written = crate::write_addon_status(&ctx.writes, &api, &addon, &desired_status).await?;
+    let write_status = configs_released(&desired_status) || !only_supported_configs;
+    let applied_revision: Vec<(&str, &str)> = applied
+        .as_deref()
+        .map(|revision| (APPLIED_REVISION_ANNOTATION, revision))
+        .into_iter()
+        .collect();
+    let submitted = if write_status { &desired_status } else { &status };
+    ctx.writer
+        .submit(crate::Writer::Deploy, &api, &addon, submitted, &applied_revision)?;
+    if write_status {
         ctx.events
             .conditions(
                 addon.as_ref(),
@@ -258,12 +267,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
                 DEPLOY_EVENTS,
             )
             .await;
-        // The annotation patch below starts from the status just written.
-        if let Some(written) = written {
-            addon = Arc::new(written);
-        }
     }
-    record_applied_revision(&ctx.writes, &api, &addon, applied.as_deref()).await?;
     outcome?;
     if deleting {
         // Waiting for the hook: its work's status wakes this reconcile, the retry bounds it.
@@ -275,33 +279,6 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         return Ok(Action::requeue(ctx.options.retry));
     }
     Ok(requeue)
-}
-
-/// Records `applied` as the plugin revision the add-on's works applied, when it is new (a
-/// merge patch of that one annotation: the rollout controller writes the released one).
-async fn record_applied_revision(
-    writes: &crate::AddonWrites,
-    api: &Api<ManagedClusterAddOn>,
-    addon: &ManagedClusterAddOn,
-    applied: Option<&str>,
-) -> Result<()> {
-    let Some(applied) = applied else {
-        return Ok(());
-    };
-    if AddonRevisions::from_annotations(addon.metadata.annotations.as_ref()).applied == Some(applied) {
-        return Ok(());
-    }
-    let patch = serde_json::json!({"metadata": {"annotations": {APPLIED_REVISION_ANNOTATION: applied}}});
-    let written = api
-        .patch(&addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(error::write(format!(
-            "applied plugin revision of ManagedClusterAddOn {}/{}",
-            addon.namespace().unwrap_or_default(),
-            addon.name_any()
-        )))?;
-    writes.latest.record(addon.resource_version(), written);
-    Ok(())
 }
 
 /// Whether an AddOnPlugin drives add-on `addon` (loaded here or not).

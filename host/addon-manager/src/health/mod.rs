@@ -47,8 +47,8 @@ pub(crate) struct Context {
     /// Add-on works (the feed's cache).
     pub(crate) works: Store<ManifestWork>,
     pub(crate) plugins: Arc<Plugins>,
-    /// The add-ons as the controllers last wrote them.
-    pub(crate) writes: crate::AddonWrites,
+    /// The add-ons' one writer: what a reconcile reads them through and submits changes to.
+    pub(crate) writer: crate::AddonWriter,
     pub(crate) options: Options,
 }
 
@@ -155,7 +155,7 @@ pub(crate) fn run(
     feeds: &mut crate::feeds::Feeds,
     client: Client,
     plugins: Arc<Plugins>,
-    writes: crate::AddonWrites,
+    writer: crate::AddonWriter,
     events: Events,
     options: Options,
 ) -> impl Future<Output = ()> + use<> {
@@ -189,7 +189,7 @@ pub(crate) fn run(
         cmas,
         works,
         plugins,
-        writes,
+        writer,
         options,
     });
     flotilla_kube::controller::run("addon-health", controller, reconcile::reconcile, context)

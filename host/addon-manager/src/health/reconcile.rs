@@ -38,8 +38,8 @@ const HEALTH_EVENTS: &[ConditionEvent] = &[ConditionEvent {
 
 /// Checks one add-on's health (see the module docs).
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
-    // Its turn first, so it starts from the other controllers' last writes of it.
-    let (_turn, addon) = ctx.writes.turn(addon).await;
+    // As it is about to be: the other controllers' changes not written yet included.
+    let addon = ctx.writer.view(addon);
     if addon.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
@@ -107,8 +107,10 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         conditions::set(&mut desired.conditions, condition, Timestamp::now());
     }
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
-    // Written with the add-on's next write, or on its own within a second.
-    if crate::defer_addon_status(&ctx.writes, &api, &addon, &desired)? {
+    if ctx
+        .writer
+        .submit(crate::Writer::Health, &api, &addon, &desired, &[])?
+    {
         tracing::debug!(addon = %name, cluster = %namespace, "health status updated");
         ctx.events
             .conditions(

@@ -48,8 +48,8 @@ pub(crate) struct Context {
     pub(crate) plugins: Arc<Plugins>,
     /// Released config objects, read once for all add-ons.
     pub(crate) configs: Arc<ReleasedConfigs>,
-    /// The add-ons as the controllers last wrote them.
-    pub(crate) writes: crate::AddonWrites,
+    /// The add-ons' one writer: what a reconcile reads them through and submits changes to.
+    pub(crate) writer: crate::AddonWriter,
     pub(crate) options: Options,
     /// When each add-on's hub permissions were last applied, and from which inputs.
     pub(crate) applied: std::sync::Mutex<Applied>,
@@ -124,7 +124,7 @@ pub(crate) fn run(
     client: Client,
     plugins: Arc<Plugins>,
     configs: Arc<ReleasedConfigs>,
-    writes: crate::AddonWrites,
+    writer: crate::AddonWriter,
     options: Options,
 ) -> impl Future<Output = ()> + use<> {
     let (addons, addon_changes) = feeds.addons.subscribe(registration_inputs);
@@ -152,7 +152,7 @@ pub(crate) fn run(
         cmas,
         plugins,
         configs,
-        writes,
+        writer,
         options,
         applied: std::sync::Mutex::new(Applied::new()),
     });

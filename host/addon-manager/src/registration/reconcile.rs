@@ -41,8 +41,8 @@ pub(crate) const PERMISSIONS_FIELD_MANAGER: &str = "addon-manager-registration";
 
 /// Registers one ManagedClusterAddOn (see the module docs).
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
-    // Its turn first, so it starts from the other controllers' last writes of it.
-    let (_turn, addon) = ctx.writes.turn(addon).await;
+    // As it is about to be: the other controllers' changes not written yet included.
+    let addon = ctx.writer.view(addon);
     if addon.meta().deletion_timestamp.is_some() {
         if let Ok(mut applied) = ctx.applied.lock() {
             applied.remove(&addon.uid().unwrap_or_default());
@@ -71,7 +71,8 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         Served::By(plugin) => plugin,
         Served::Pending(message) | Served::Unavailable(message) => {
             set(&mut status, permission_pending(message), now);
-            crate::defer_addon_status(&ctx.writes, &api, &addon, &status)?;
+            ctx.writer
+                .submit(crate::Writer::Registration, &api, &addon, &status, &[])?;
             // The AddOnPlugin watch (or the rollout's configReferences) brings the add-on back
             // once something serves it; the retry covers a template created later.
             return Ok(Action::requeue(ctx.options.retry));
@@ -135,7 +136,8 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
             set(&mut status, condition, now);
         }
     }
-    crate::defer_addon_status(&ctx.writes, &api, &addon, &status)?;
+    ctx.writer
+        .submit(crate::Writer::Registration, &api, &addon, &status, &[])?;
     outcome?;
     Ok(Action::requeue(ctx.options.resync))
 }

@@ -34,9 +34,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 
+use crate::Options;
 use crate::configs::ADC_RESOURCE;
 use crate::plugins::TEMPLATE_RESOURCE;
-use crate::{Options, UnseenWrites};
 
 /// What one reconcile needs.
 pub(crate) struct Context {
@@ -46,14 +46,10 @@ pub(crate) struct Context {
     /// Every ManagedClusterAddOn (managed fields dropped): a batch is planned from this cache,
     /// not a list of every add-on per reconcile.
     pub(crate) addons: Store<ManagedClusterAddOn>,
-    /// The add-ons this controller wrote that the cache does not show written yet: a batch
-    /// planned from a state before them could release an add-on twice, or count one in
-    /// flight as waiting.
-    pub(crate) unseen: UnseenWrites<ManagedClusterAddOn>,
     /// The serving plugin revisions (what the deploy controller renders with).
     pub(crate) plugins: Arc<Plugins>,
-    /// The add-ons as the controllers last wrote them.
-    pub(crate) writes: crate::AddonWrites,
+    /// The add-ons' one writer: what a reconcile reads them through and submits changes to.
+    pub(crate) writer: crate::AddonWriter,
     pub(crate) options: Options,
 }
 
@@ -86,7 +82,7 @@ pub(crate) fn run(
     feeds: &mut crate::feeds::Feeds,
     client: Client,
     plugins: Arc<Plugins>,
-    writes: crate::AddonWrites,
+    writer: crate::AddonWriter,
     events: Events,
     options: Options,
 ) -> impl Future<Output = ()> + use<> {
@@ -152,9 +148,8 @@ pub(crate) fn run(
         client,
         events,
         addons,
-        unseen: UnseenWrites::default(),
         plugins,
-        writes,
+        writer,
         options,
     });
     flotilla_kube::controller::run("addon-rollout", controller, reconcile::reconcile, context)

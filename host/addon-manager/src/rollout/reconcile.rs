@@ -6,16 +6,17 @@
 //!        groups, clustersPerDecisionGroup), every config they may use (hash, generation)
 //!  plan purely (flotilla_core::addon::rollout::plan_configuration), the serving plugin
 //!        revision its AddOnPlugin serves
-//!  per add-on: configReferences (when released) + Configured ─▶ one status patch if changed
-//!              then the released plugin revision annotation, when the batch releases it
-//!  CMA: defaultconfigReferences + installProgressions ─▶ one status patch if changed
+//!  per add-on: configReferences (when released) + Configured, and the released plugin
+//!              revision annotation when the batch releases it ─▶ submitted to the writer
+//!  CMA: defaultconfigReferences + installProgressions ─▶ one status patch if changed, once
+//!       the add-ons' changes are written
 //!  requeue at the nearest progressDeadline / minSuccessTime end
 //! ```
 //!
-//! The add-ons come from the controller's cache, but a batch is planned only once the cache
-//! shows every write of the previous reconciles (`UnseenWrites`): a rollout never has more
+//! The add-ons are read as written, with this controller's own changes submitted and not
+//! written yet, so a batch is planned on its own last steps and a rollout never has more
 //! add-ons in flight than its strategy allows because of a stale read. Other controllers'
-//! writes seen late only make an add-on look in flight a little longer.
+//! changes count once written, so they only make an add-on look in flight a little longer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -38,11 +39,10 @@ use flotilla_core::addon::rollout::{AddonInput, PlacementInput, PlacementProblem
 use flotilla_core::conditions;
 use flotilla_core::rollout::ClusterGroups;
 use flotilla_kube::events::{self, ConditionEvent};
-use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
@@ -51,8 +51,10 @@ use super::Context;
 use crate::configs::{config_object, observed};
 use crate::error::{self, Result};
 
-/// Most add-on status writes of one reconcile in flight at once.
-const STATUS_WRITES_IN_FLIGHT: usize = 16;
+/// How long the CMA's status waits for the add-ons' changes to be written: it never says a
+/// step was taken before the step is written, and a write still failing by then is retried
+/// by the writer while the rollout looks again.
+const ADDONS_WRITTEN_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What the hub knows about one install placement.
 struct PlacementState {
@@ -98,26 +100,6 @@ async fn placement_state(ctx: &Context, namespace: &str, name: &str) -> Result<P
     })
 }
 
-/// Writes `revision` as the plugin revision released to `addon` (a merge patch of that one
-/// annotation, so it never races the deploy controller's applied-revision annotation).
-async fn release_revision(
-    api: &Api<ManagedClusterAddOn>,
-    addon: &ManagedClusterAddOn,
-    revision: &str,
-) -> Result<ManagedClusterAddOn> {
-    let patch = serde_json::json!({"metadata": {"annotations": {RELEASED_REVISION_ANNOTATION: revision}}});
-    let written = api
-        .patch(&addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(error::write(format!(
-            "plugin revision of ManagedClusterAddOn {}/{}",
-            addon.namespace().unwrap_or_default(),
-            addon.name_any()
-        )))?;
-    tracing::info!(addon = %addon.name_any(), cluster = %addon.namespace().unwrap_or_default(), %revision, "plugin revision released");
-    Ok(written)
-}
-
 /// A placement's rollout of the add-on's configs, reported as Events on the
 /// ClusterManagementAddOn with OCM's reasons: `Progressing`, then `Completed` once every
 /// configured add-on applied them; a placement that cannot roll out (`PlacementNotFound`,
@@ -142,27 +124,19 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
     }
     let name = cma.name_any();
     let client = &ctx.client;
-    // A batch is planned only from states that include this controller's own last writes.
-    // The add-ons as last written here: the cache, unless it is behind a write of this process.
-    let latest = |cached| ctx.writes.latest.latest(cached);
-    let version = |key: &ObjectRef<ManagedClusterAddOn>| {
-        ctx.addons
-            .get(key)
-            .and_then(|cached| latest(cached).resource_version())
-    };
-    if !flotilla_kube::controller::cache_ready(&ctx.addons)
-        || ctx.unseen.pending(version, |addon| addon.name == name)
-    {
+    // A batch is planned on the add-ons as written, with this controller's own last steps
+    // whether written or not: another controller's step (an add-on done) counts once it is
+    // written, so no observer ever sees more add-ons in flight than the strategy allows.
+    if !flotilla_kube::controller::cache_ready(&ctx.addons) {
         return Ok(Action::requeue(crate::CACHE_WAIT));
     }
-    let addons: Vec<ManagedClusterAddOn> = ctx
+    let addons: Vec<Arc<ManagedClusterAddOn>> = ctx
         .addons
         .state()
         .into_iter()
         .filter(|a| a.name_any() == name)
-        .map(latest)
+        .map(|a| ctx.writer.view_of(crate::Writer::Rollout, a))
         .filter(|a| a.meta().deletion_timestamp.is_none())
-        .map(|a| ManagedClusterAddOn::clone(&a))
         .collect();
 
     // Placements count only for the Placements install strategy, as in OCM.
@@ -248,86 +222,43 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
         now,
     );
 
-    // Add-ons first, so a CMA status that shows a step was taken never precedes the step. The
-    // writes go out a few at a time: a rollout All over a thousand clusters is a thousand patches.
-    let mut writes = Vec::new();
+    // Add-ons first: a CMA status that shows a step was taken never precedes the step.
+    let mut submitted = Vec::new();
     for (addon, cluster) in addons.iter().zip(&namespaces) {
         let Some(update) = plan.addons.get(cluster) else {
             continue;
         };
-        let references: Option<Vec<_>> = update
-            .references
-            .as_ref()
-            .map(|r| r.iter().map(config_reference_to_v1alpha1).collect());
-        let configured = update.configured.clone();
-        // The step for this add-on, on whichever state of it the write starts from.
-        let step = move |addon: &ManagedClusterAddOn| {
-            let current = addon.status.clone().unwrap_or_default();
-            let mut desired = current.clone();
-            if let Some(references) = &references {
-                desired.config_references = references.clone();
-            }
-            if let Some(condition) = configured.clone() {
-                conditions::set(&mut desired.conditions, condition, now);
-            }
-            (current, desired)
-        };
-        let (current, desired) = step(addon);
-        if desired.config_references != current.config_references {
-            tracing::info!(addon = %name, %cluster, "configs released");
+        let current = addon.status.clone().unwrap_or_default();
+        let mut desired = current.clone();
+        if let Some(references) = &update.references {
+            desired.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
         }
-        let revision = plan.revisions.get(cluster).cloned();
-        if desired != current || revision.is_some() {
-            let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
-            let (planned, unseen, shared) = (addon.clone(), &ctx.unseen, &ctx.writes);
-            writes.push(async move {
-                // Its turn, then the add-on as last written: a write of another controller
-                // since the plan that changed nothing the plan read is built on, not raced.
-                let (_turn, latest) = shared.turn(Arc::new(planned.clone())).await;
-                let addon = if latest.resource_version() != planned.resource_version()
-                    && super::rollout_inputs(&latest) == super::rollout_inputs(&planned)
-                {
-                    ManagedClusterAddOn::clone(&latest)
-                } else {
-                    planned.clone()
-                };
-                let (current, desired) = step(&addon);
-                let mut stale = vec![planned.resource_version(), addon.resource_version()];
-                let mut wrote = false;
-                let result: Result<()> = async {
-                    let mut base = addon.resource_version();
-                    if desired != current
-                        && let Some(written) =
-                            crate::write_addon_status(shared, &api, &addon, &desired).await?
-                    {
-                        base = written.resource_version();
-                        stale.push(base.clone());
-                        wrote = true;
-                    }
-                    // The configs first: the deploy renders a released revision with released configs.
-                    if let Some(revision) = revision {
-                        let written = release_revision(&api, &addon, &revision).await?;
-                        shared.latest.record(base, written);
-                        wrote = true;
-                    }
-                    Ok(())
-                }
-                .await;
-                // What was written (the status may have landed before the annotation failed)
-                // is waited for before the next plan.
-                if wrote {
-                    unseen.record(ObjectRef::from_obj(&addon), stale);
-                }
-                result
-            });
+        if let Some(condition) = update.configured.clone() {
+            conditions::set(&mut desired.conditions, condition, now);
+        }
+        let revision = plan.revisions.get(cluster);
+        let released: Vec<(&str, &str)> = revision
+            .map(|r| (RELEASED_REVISION_ANNOTATION, r.as_str()))
+            .into_iter()
+            .collect();
+        let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), cluster);
+        if ctx
+            .writer
+            .submit(crate::Writer::Rollout, &api, addon, &desired, &released)?
+        {
+            if desired.config_references != current.config_references {
+                tracing::info!(addon = %name, %cluster, "configs released");
+            }
+            if let Some(revision) = revision {
+                tracing::info!(addon = %name, %cluster, %revision, "plugin revision released");
+            }
+            submitted.push(ObjectRef::from_obj(addon.as_ref()));
         }
     }
-    // Every write is attempted; the first failure is reported after the CMA status.
-    let results: Vec<_> = futures::stream::iter(writes)
-        .buffer_unordered(STATUS_WRITES_IN_FLIGHT)
-        .collect()
-        .await;
-    let failure = results.into_iter().find_map(std::result::Result::err);
+    if !ctx.writer.flushed(&submitted, ADDONS_WRITTEN_WITHIN).await {
+        tracing::debug!(addon = %name, submitted = submitted.len(), "add-on changes not written yet; looking again");
+        return Ok(Action::requeue(crate::CACHE_WAIT));
+    }
 
     let desired = ClusterManagementAddOnStatus {
         default_config_references: default_config_references(
@@ -363,9 +294,6 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
                 )
                 .await;
         }
-    }
-    if let Some(e) = failure {
-        return Err(e);
     }
     let resync = ctx.options.resync;
     let after = plan
