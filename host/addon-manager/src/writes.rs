@@ -45,6 +45,11 @@ use crate::LatestWrites;
 /// user waits for. A rollout step is written at once ([`Writer::Rollout`]).
 pub(crate) const COALESCE: Duration = Duration::from_millis(300);
 
+/// How long a new add-on's first write waits for every controller to have had its say
+/// ([`StatusWriter::heard`]) at most: under a backlog of a thousand new add-ons the
+/// controllers reach each one seconds apart, and waiting makes their changes one write.
+pub(crate) const FIRST_WRITE_WAITS_AT_MOST: Duration = Duration::from_secs(20);
+
 /// Most add-on writes in flight at once: the apiserver's CPU, not round trips, bounds a
 /// thousand of them, and beyond this they only queue there.
 const WRITES_IN_FLIGHT: usize = 32;
@@ -61,6 +66,9 @@ pub(crate) enum Writer {
     Rollout,
     Deploy,
 }
+
+/// Every controller that changes add-ons: a new add-on's first write waits for all.
+const WRITERS: usize = 4;
 
 /// The one writer of add-on status and of the add-on manager's annotations on add-ons.
 pub(crate) struct StatusWriter {
@@ -94,6 +102,53 @@ struct Entry {
     queued: bool,
     /// Failed attempts in a row, for the backoff.
     failures: u32,
+    /// For an add-on never written (no status): the controllers heard from so far, and when
+    /// its first change came. Its first write waits for all of them.
+    first: Option<(Vec<Writer>, Instant)>,
+}
+
+impl Entry {
+    /// Records that `by` had its say; returns whether that is news, and whether it completes
+    /// a first write's wait.
+    fn hear(&mut self, by: Writer) -> (bool, bool) {
+        match &mut self.first {
+            Some((heard, _)) if !heard.contains(&by) => {
+                heard.push(by);
+                (true, heard.len() == WRITERS)
+            }
+            _ => (false, false),
+        }
+    }
+
+    /// How much longer a first write waits (None: it may go now).
+    fn first_write_waits(&self) -> Option<Duration> {
+        let (heard, since) = self.first.as_ref()?;
+        let left = FIRST_WRITE_WAITS_AT_MOST.saturating_sub(since.elapsed());
+        (heard.len() < WRITERS && !left.is_zero()).then_some(left)
+    }
+}
+
+/// Marks, when dropped, that a controller finished its reconcile of an add-on
+/// ([`StatusWriter::heard`]), whichever way it returned.
+pub(crate) struct Heard<'a> {
+    writer: &'a StatusWriter,
+    by: Writer,
+    key: Option<ObjectRef<ManagedClusterAddOn>>,
+}
+
+impl Heard<'_> {
+    /// This reconcile waits for another controller's step before it has its say.
+    pub(crate) fn not_yet(mut self) {
+        self.key = None;
+    }
+}
+
+impl Drop for Heard<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.writer.heard(self.by, &key);
+        }
+    }
 }
 
 /// How one attempt to write an add-on ended.
@@ -174,10 +229,11 @@ impl StatusWriter {
                 .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
                 .collect(),
         };
+        let key = ObjectRef::from_obj(seen);
         if change.is_empty() {
+            self.heard(by, &key);
             return Ok(false);
         }
-        let key = ObjectRef::from_obj(seen);
         if let Ok(mut entries) = self.entries.lock() {
             let entry = entries.entry(key.clone()).or_insert_with(|| Entry {
                 api: api.clone(),
@@ -185,19 +241,74 @@ impl StatusWriter {
                 writing: Changes::default(),
                 queued: false,
                 failures: 0,
+                // With no entry, `seen` is as written: no status, no write yet.
+                first: seen.status.is_none().then(|| (Vec::new(), Instant::now())),
             });
             entry.pending.0.push((by, change));
-            // A rollout step goes out at once: the progression is seen as it is made.
-            let urgent = by == Writer::Rollout;
-            if urgent || !entry.queued {
+            // A rollout step goes out at once, so the progression is seen as it is made; a
+            // new add-on's first write waits for every controller.
+            let (_, all_heard) = entry.hear(by);
+            let delay = match entry.first_write_waits() {
+                Some(left) => left,
+                None if all_heard || by == Writer::Rollout => Duration::ZERO,
+                None => COALESCE,
+            };
+            if all_heard || delay.is_zero() || !entry.queued {
                 entry.queued = true;
-                self.queue(key.clone(), if urgent { Duration::ZERO } else { COALESCE });
+                self.queue(key.clone(), delay);
             }
         }
+        self.tell_followers(by, &key);
+        Ok(true)
+    }
+
+    fn tell_followers(&self, by: Writer, key: &ObjectRef<ManagedClusterAddOn>) {
         if let Ok(mut followers) = self.followers.lock() {
             followers.retain(|(of, follower)| *of != by || follower.unbounded_send(key.clone()).is_ok());
         }
-        Ok(true)
+    }
+
+    /// Records that `by` finished a reconcile of `key` with nothing (more) to change: a new
+    /// add-on's first write goes once every controller has been heard.
+    /// News to a waiting first write reaches `by`'s followers too, as a submission does.
+    pub(crate) fn heard(&self, by: Writer, key: &ObjectRef<ManagedClusterAddOn>) {
+        let news = {
+            let Ok(mut entries) = self.entries.lock() else {
+                return;
+            };
+            let Some(entry) = entries.get_mut(key) else {
+                return;
+            };
+            let (news, all_heard) = entry.hear(by);
+            if all_heard {
+                entry.queued = true;
+                self.queue(key.clone(), Duration::ZERO);
+            }
+            news
+        };
+        if news {
+            self.tell_followers(by, key);
+        }
+    }
+
+    /// Whether a new add-on's first write heard from `by` (true when none waits).
+    pub(crate) fn has_heard(&self, by: Writer, key: &ObjectRef<ManagedClusterAddOn>) -> bool {
+        let Ok(entries) = self.entries.lock() else {
+            return true;
+        };
+        match entries.get(key).and_then(|e| e.first.as_ref()) {
+            Some((heard, _)) => heard.contains(&by),
+            None => true,
+        }
+    }
+
+    /// A guard that calls [`Self::heard`] for `addon` when the reconcile holding it returns.
+    pub(crate) fn heard_on_return(&self, by: Writer, addon: &ManagedClusterAddOn) -> Heard<'_> {
+        Heard {
+            writer: self,
+            by,
+            key: Some(ObjectRef::from_obj(addon)),
+        }
     }
 
     /// The add-ons `by` submits changes of, as it submits them: how a controller that reads
@@ -248,7 +359,18 @@ impl StatusWriter {
                 entry.queued = false;
                 return None;
             }
+            if let Some(left) = entry.first_write_waits() {
+                // Waiting for the other controllers, or for the time to run out.
+                entry.queued = true;
+                self.queue(key.clone(), left);
+                return None;
+            }
             entry.queued = false;
+            if let Some((heard, _)) = entry.first.take()
+                && heard.len() < WRITERS
+            {
+                tracing::debug!(addon = %key, ?heard, "first write without hearing from every controller");
+            }
             if entry.pending.is_empty() {
                 entries.remove(key);
                 return None;
@@ -797,9 +919,17 @@ mod live {
                 .expect("submitted")
         );
         // Only the rollout's submission is heard by its follower.
+        let key = ObjectRef::from_obj(&addon);
         let heard = tokio::time::timeout(Duration::from_secs(1), from_rollout.next()).await;
-        assert_eq!(heard.ok().flatten(), Some(ObjectRef::from_obj(&addon)));
+        assert_eq!(heard.ok().flatten(), Some(key.clone()));
         assert!(from_rollout.try_recv().is_err(), "nothing else was heard");
+
+        // A new add-on's first write waits for the two controllers not heard yet.
+        tokio::time::sleep(super::COALESCE * 2).await;
+        let unwritten = api.get("hello").await.expect("add-on read");
+        assert_eq!(unwritten.resource_version(), addon.resource_version());
+        writer.heard(Writer::Health, &key);
+        writer.heard(Writer::Deploy, &key);
 
         assert!(
             writer
@@ -837,6 +967,10 @@ mod live {
                 .submit(Writer::Registration, &api, &seen, &status, &[])
                 .expect("submitted")
         );
+        let key = ObjectRef::from_obj(&addon);
+        for other in [Writer::Health, Writer::Rollout, Writer::Deploy] {
+            writer.heard(other, &key);
+        }
         // The first attempt, from the stale cache, is refused; the next starts from the add-on
         // as it is and lands beside the agent's write.
         assert!(

@@ -133,6 +133,7 @@ fn holds(existing: &Value, desired: &Value) -> bool {
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
     // As it is about to be: the rollout's release not written yet included.
     let addon = ctx.writer.view(addon);
+    let heard = ctx.writer.heard_on_return(crate::Writer::Deploy, &addon);
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let requeue = Action::requeue(ctx.options.resync);
     let deleting = addon.meta().deletion_timestamp.is_some();
@@ -255,9 +256,11 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         .map(|revision| (APPLIED_REVISION_ANNOTATION, revision))
         .into_iter()
         .collect();
-    let submitted = if write_status { &desired_status } else { &status };
-    ctx.writer
-        .submit(crate::Writer::Deploy, &api, &addon, submitted, &applied_revision)?;
+    if write_status || !applied_revision.is_empty() {
+        let submitted = if write_status { &desired_status } else { &status };
+        ctx.writer
+            .submit(crate::Writer::Deploy, &api, &addon, submitted, &applied_revision)?;
+    }
     if write_status {
         ctx.events
             .conditions(
@@ -274,6 +277,14 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
         return Ok(Action::requeue(ctx.options.retry));
     }
     if !configs_released(&status) {
+        if !ctx
+            .writer
+            .has_heard(crate::Writer::Rollout, &ObjectRef::from_obj(addon.as_ref()))
+        {
+            // Nothing said yet: a new add-on's first write waits for what a release brings
+            // (the rollout's word brings this reconcile back).
+            heard.not_yet();
+        }
         // Waiting for the rollout: its status write wakes this reconcile, the retry bounds it
         // (a check that costs no request).
         return Ok(Action::requeue(ctx.options.retry));

@@ -40,6 +40,7 @@ const HEALTH_EVENTS: &[ConditionEvent] = &[ConditionEvent {
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
     // As it is about to be: the other controllers' changes not written yet included.
     let addon = ctx.writer.view(addon);
+    let _heard = ctx.writer.heard_on_return(crate::Writer::Health, &addon);
     if addon.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }

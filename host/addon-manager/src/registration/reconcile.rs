@@ -43,6 +43,7 @@ pub(crate) const PERMISSIONS_FIELD_MANAGER: &str = "addon-manager-registration";
 pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action> {
     // As it is about to be: the other controllers' changes not written yet included.
     let addon = ctx.writer.view(addon);
+    let _heard = ctx.writer.heard_on_return(crate::Writer::Registration, &addon);
     if addon.meta().deletion_timestamp.is_some() {
         if let Ok(mut applied) = ctx.applied.lock() {
             applied.remove(&addon.uid().unwrap_or_default());

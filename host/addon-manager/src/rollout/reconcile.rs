@@ -255,6 +255,10 @@ pub(crate) async fn reconcile(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context
             submitted.push(ObjectRef::from_obj(addon.as_ref()));
         }
     }
+    for addon in &addons {
+        ctx.writer
+            .heard(crate::Writer::Rollout, &ObjectRef::from_obj(addon.as_ref()));
+    }
     if !ctx.writer.flushed(&submitted, ADDONS_WRITTEN_WITHIN).await {
         tracing::debug!(addon = %name, submitted = submitted.len(), "add-on changes not written yet; looking again");
         return Ok(Action::requeue(crate::CACHE_WAIT));
