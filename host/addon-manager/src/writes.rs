@@ -14,9 +14,13 @@
 //! - it submits what it would write ([`StatusWriter::submit`]), kept as the fields,
 //!   conditions and annotations it changes ([`AddonChange`]), and goes on: no controller waits
 //!   for another's write;
-//! - [`run`] writes an add-on [`COALESCE`] after its first unwritten change, every change
-//!   submitted meanwhile in the one status PUT, then the annotations; one write per add-on in
-//!   flight, and on a conflict the changes are made again on the add-on as it is now.
+//! - [`run`] writes an add-on [`COALESCE`] after its first unwritten change (a rollout step at
+//!   once), every change submitted meanwhile in the one status PUT, then the annotations; one
+//!   write per add-on in flight, and on a conflict the changes are made again on the add-on as
+//!   it is now;
+//! - a new add-on's first write waits until every controller has had its say
+//!   ([`StatusWriter::heard`]), [`FIRST_WRITE_WAITS_AT_MOST`] at most: a thousand new add-ons
+//!   cost a thousand status writes, not one per controller each.
 //!
 //! ```text
 //!  registration ─┐                               ┌─▶ PUT status (resourceVersion read)

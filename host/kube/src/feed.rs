@@ -37,7 +37,7 @@ pub type View<K> = (Store<K>, BoxStream<'static, Result<K, watcher::Error>>);
 /// hashed, which counts as a change each time.
 pub type Inputs<K> = fn(&K) -> Option<u64>;
 
-/// The kinds a process watches through feeds, for [`footprints`].
+/// Measures one feed's cache now: its objects, and their bytes as JSON ([`footprints`]).
 type Footprint = Box<dyn Fn() -> (usize, usize) + Send + Sync>;
 
 /// Every feed made in this process, by kind, for [`footprints`].

@@ -8,7 +8,7 @@
 //!   CPU seconds and resident memory, and the plugin's share of that CPU (the plugin host's own
 //!   call timings, `flotilla_plugin_call_duration_seconds_sum{hook="manifests"}`: wall time of
 //!   the calls, so on a busy machine with calls in flight side by side it can exceed the CPU
-//!   time, and the share is an upper bound);
+//!   time, and the share is an upper bound), and the add-on status writes per add-on;
 //! - in the same run, the time to create the same N ManifestWorks directly with the same kind of
 //!   client and the same concurrency as the manager's bound on plugin calls: the physical limit;
 //!   and the time to make directly the least any add-on manager must write before each work
@@ -338,6 +338,26 @@ fn effort_summary() -> String {
         .collect()
 }
 
+/// The hub's writes of ManagedClusterAddOn status in `effort` ([`effort_summary`]): those
+/// that landed, and those refused with a conflict.
+fn status_writes(effort: &str) -> (u64, u64) {
+    let mut counts = (0, 0);
+    for line in effort.lines().map(str::trim) {
+        if !line.contains("resource=\"managedclusteraddons/status\"") {
+            continue;
+        }
+        let Some(value) = line.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()) else {
+            continue;
+        };
+        if line.contains("code=\"409\"") {
+            counts.1 += value as u64;
+        } else if line.contains("code=\"200\"") {
+            counts.0 += value as u64;
+        }
+    }
+    counts
+}
+
 /// The hub's caches by kind: objects and their size as JSON, largest first.
 fn print_cache_footprints() {
     let mut footprints = flotilla_kube::feed::footprints();
@@ -498,7 +518,13 @@ async fn main() -> anyhow::Result<()> {
     })
     .await?;
     let enabled = usage.report("enable through the Placement: every work exists", &registry);
-    print!("hub effort so far:\n{}", effort_summary());
+    let effort = effort_summary();
+    print!("hub effort so far:\n{effort}");
+    let (written, conflicts) = status_writes(&effort);
+    println!(
+        "add-on status writes: {:.2} per add-on, {conflicts} conflicts (one writer per add-on: the fewest is 1)",
+        written as f64 / count.max(1) as f64
+    );
 
     // The physical limit: the same works, created directly, same concurrency.
     let works: Vec<ManifestWork> = Api::<ManifestWork>::all(client.clone())
