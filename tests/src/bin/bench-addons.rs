@@ -393,12 +393,23 @@ impl Usage {
         let (cpu, rss) = flotilla_tests::process_usage(std::process::id());
         let (cpu, plugin) = (cpu - self.cpu, plugin_seconds(registry) - self.plugin);
         println!(
-            "{what}: {:.2} s, hub CPU {cpu:.1} s, RSS {rss} MiB, plugin calls {plugin:.1} s wall ({:.0} % of hub CPU)",
+            "{what}: {:.2} s, hub CPU {cpu:.1} s, RSS {rss} MiB (live heap {} MiB), plugin calls {plugin:.1} s wall ({:.0} % of hub CPU)",
             elapsed.as_secs_f64(),
+            live_heap_mib(),
             100.0 * plugin / cpu.max(f64::EPSILON)
         );
         elapsed
     }
+}
+
+/// The bytes this process's allocations hold now, in MiB (jemalloc's `stats.allocated`): the
+/// resident memory that is data, as against code, stacks, mappings and pages kept for reuse.
+fn live_heap_mib() -> u64 {
+    // The statistics are a snapshot refreshed by advancing the epoch.
+    if tikv_jemalloc_ctl::epoch::advance().is_err() {
+        return 0;
+    }
+    tikv_jemalloc_ctl::stats::allocated::read().map_or(0, |bytes| bytes as u64 / 1_048_576)
 }
 
 /// The least any add-on manager must write before a cluster's work exists, made directly with
@@ -625,8 +636,9 @@ async fn main() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(35)).await;
     let (_, after) = flotilla_tests::process_usage(std::process::id());
     println!(
-        "hub RSS with {} add-ons: {before} MiB; after deleting them and a prune: {after} MiB",
-        5 * count
+        "hub RSS with {} add-ons: {before} MiB; after deleting them and a prune: {after} MiB (live heap {} MiB)",
+        5 * count,
+        live_heap_mib()
     );
     Ok(())
 }
