@@ -29,6 +29,8 @@
 //!  deploy ───────┘     └─ view: cache ⊕ last write ⊕ pending
 //! ```
 
+mod latest;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,7 +44,7 @@ use kube::{Api, ResourceExt as _};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::LatestWrites;
+use latest::LatestWrites;
 
 /// How long an add-on's first unwritten change waits for more: long enough for the
 /// controllers a new add-on wakes together to meet in one write, short against anything a
