@@ -37,29 +37,61 @@ pub type View<K> = (Store<K>, BoxStream<'static, Result<K, watcher::Error>>);
 /// hashed, which counts as a change each time.
 pub type Inputs<K> = fn(&K) -> Option<u64>;
 
-/// Measures one feed's cache now: its objects, and their bytes as JSON ([`footprints`]).
-type Footprint = Box<dyn Fn() -> (usize, usize) + Send + Sync>;
+/// One feed's cache as [`footprints`] measures it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Footprint {
+    /// The kind cached.
+    pub kind: String,
+    /// How many objects the cache holds.
+    pub objects: usize,
+    /// Their size as JSON.
+    pub json_bytes: usize,
+    /// The heap bytes a copy of them allocates, as the `allocated` counter passed to
+    /// [`footprints`] counts them: what the cache holds, less the store's own index.
+    pub heap_bytes: u64,
+}
 
-/// Every feed made in this process, by kind, for [`footprints`].
-fn registered() -> &'static Mutex<Vec<(String, Footprint)>> {
-    static FEEDS: OnceLock<Mutex<Vec<(String, Footprint)>>> = OnceLock::new();
+/// Measures one feed's cache now, with a counter of the bytes this thread allocated.
+type Measure = Box<dyn Fn(&dyn Fn() -> u64) -> Footprint + Send + Sync>;
+
+/// Every feed made in this process, for [`footprints`].
+fn registered() -> &'static Mutex<Vec<Measure>> {
+    static FEEDS: OnceLock<Mutex<Vec<Measure>>> = OnceLock::new();
     FEEDS.get_or_init(|| Mutex::new(Vec::new()))
 }
 
-/// The objects and their approximate bytes (as JSON) in each feed's cache in this process, by
-/// kind: where the hub's memory goes. Serialises every cached object: for benchmarks and
-/// diagnostics, not a hot path.
-pub fn footprints() -> Vec<(String, usize, usize)> {
+/// Each feed's cache in this process: where the hub's memory goes. `allocated` counts the
+/// bytes the calling thread has allocated so far (the allocator's statistic, such as
+/// jemalloc's `thread.allocated`); each cache is copied once between two readings of it.
+/// Serialises and copies every cached object: for benchmarks and diagnostics, not a hot path.
+pub fn footprints(allocated: &dyn Fn() -> u64) -> Vec<Footprint> {
     let Ok(feeds) = registered().lock() else {
         return Vec::new();
     };
-    feeds
+    feeds.iter().map(|measure| measure(allocated)).collect()
+}
+
+/// [`Footprint`] of `objects`, copying them between two readings of `allocated`.
+fn footprint<K: Clone + serde::Serialize>(
+    kind: String,
+    objects: &[std::sync::Arc<K>],
+    allocated: &dyn Fn() -> u64,
+) -> Footprint {
+    let json_bytes = objects
         .iter()
-        .map(|(kind, footprint)| {
-            let (objects, bytes) = footprint();
-            (kind.clone(), objects, bytes)
-        })
-        .collect()
+        .map(|o| serde_json::to_vec::<K>(o).map_or(0, |b| b.len()))
+        .sum();
+    let mut copy: Vec<K> = Vec::with_capacity(objects.len());
+    let before = allocated();
+    copy.extend(objects.iter().map(|o| K::clone(o)));
+    let heap_bytes = allocated().saturating_sub(before);
+    drop(copy);
+    Footprint {
+        kind,
+        objects: objects.len(),
+        json_bytes,
+        heap_bytes,
+    }
 }
 
 /// One watch of kind `K` and its cache; see the module docs.
@@ -92,17 +124,9 @@ where
         let (store, writer) = reflector::store();
         let measured: Store<K> = store.clone();
         if let Ok(mut feeds) = registered().lock() {
-            feeds.push((
-                K::kind(&()).into_owned(),
-                Box::new(move || {
-                    let objects = measured.state();
-                    let bytes = objects
-                        .iter()
-                        .map(|o| serde_json::to_vec::<K>(o).map_or(0, |b| b.len()))
-                        .sum();
-                    (objects.len(), bytes)
-                }),
-            ));
+            feeds.push(Box::new(move |allocated| {
+                footprint(K::kind(&()).into_owned(), &measured.state(), allocated)
+            }));
         }
         Self {
             api,
@@ -215,7 +239,7 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::runtime::watcher::Event;
 
-    use super::{changes, hash_of};
+    use super::{Footprint, changes, footprint, hash_of};
 
     fn config_map(name: &str, value: &str, version: &str) -> ConfigMap {
         let mut map = ConfigMap::default();
@@ -224,6 +248,30 @@ mod tests {
         map.metadata.resource_version = Some(version.into());
         map.data = Some([("key".to_owned(), value.to_owned())].into());
         map
+    }
+
+    #[test]
+    fn a_footprint_counts_what_copying_the_objects_allocates() {
+        let objects = [config_map("a", "1", "1"), config_map("b", "2", "1")].map(std::sync::Arc::new);
+        let readings = std::cell::Cell::new(0);
+        // A counter that moves by 1000 bytes between its two readings.
+        let allocated = || {
+            readings.set(readings.get() + 1);
+            1000 * readings.get()
+        };
+        let measured = footprint("ConfigMap".to_owned(), &objects, &allocated);
+        let json =
+            serde_json::to_vec(&*objects[0]).unwrap().len() + serde_json::to_vec(&*objects[1]).unwrap().len();
+        assert_eq!(
+            measured,
+            Footprint {
+                kind: "ConfigMap".into(),
+                objects: 2,
+                json_bytes: json,
+                heap_bytes: 1000,
+            }
+        );
+        assert_eq!(readings.get(), 2);
     }
 
     fn data(map: &ConfigMap) -> Option<u64> {

@@ -358,15 +358,20 @@ fn status_writes(effort: &str) -> (u64, u64) {
     counts
 }
 
-/// The hub's caches by kind: objects and their size as JSON, largest first.
+/// The hub's caches by kind, largest first: objects, their size as JSON, and the heap they
+/// take (what copying them allocates, as jemalloc counts this thread's allocations).
 fn print_cache_footprints() {
-    let mut footprints = flotilla_kube::feed::footprints();
-    footprints.sort_by_key(|(_, _, bytes)| std::cmp::Reverse(*bytes));
+    let allocated = || tikv_jemalloc_ctl::thread::allocatedp::read().map_or(0, |counter| counter.get());
+    let mut footprints = flotilla_kube::feed::footprints(&allocated);
+    footprints.sort_by_key(|f| std::cmp::Reverse(f.heap_bytes));
     println!("hub caches (one per kind):");
-    for (kind, objects, bytes) in footprints {
+    for f in footprints {
         println!(
-            "  {kind:<24} {objects:>6} objects {:>8.1} MiB as JSON",
-            bytes as f64 / 1048576.0
+            "  {:<24} {:>6} objects {:>8.1} MiB as JSON {:>8.1} MiB of heap",
+            f.kind,
+            f.objects,
+            f.json_bytes as f64 / 1_048_576.0,
+            f.heap_bytes as f64 / 1_048_576.0
         );
     }
 }
@@ -568,6 +573,8 @@ async fn main() -> anyhow::Result<()> {
     );
 
     floor(&client, count, &works, limit).await?;
+    // Whole works held here would count as the hub's memory in the figures below.
+    drop(works);
 
     // A config change, rollout All.
     let old = Api::<ManifestWork>::namespaced(client.clone(), &names[0])
@@ -609,9 +616,10 @@ async fn main() -> anyhow::Result<()> {
         &registry,
     );
 
+    // Before the caches are measured: copying them makes the process grow for a while.
+    let (_, before) = flotilla_tests::process_usage(std::process::id());
     print_cache_footprints();
     // All of them deleted: the caches keyed by add-ons let go of them (pruned within 30 s).
-    let (_, before) = flotilla_tests::process_usage(std::process::id());
     let cmas: Api<flotilla_api::addon::v1alpha1::ClusterManagementAddOn> = Api::all(client.clone());
     let manual = json!({"spec": {"installStrategy": {"type": "Manual", "placements": null}}});
     for name in ["hello-1", "hello-2", "hello-3", "hello-4", "hello-5"] {
