@@ -7,7 +7,7 @@
 //! | ManagedCluster | install, registration, deploy, health | all but capacity and allocatable |
 //! | ClusterManagementAddOn | plugin, install, rollout, registration, deploy, health | all |
 //! | AddOnPlugin | plugin, rollout, registration, deploy, health | all |
-//! | ManifestWork (add-on label) | deploy, health | all |
+//! | ManifestWork (add-on label) | deploy, health | metadata, objects' identities, status but per-object conditions ([`slim_work`]) |
 //! | Placement, PlacementDecision (placement label) | install, rollout | all |
 //!
 //! Managed fields are dropped from every object ([`Feed::new`]).
@@ -18,8 +18,10 @@ use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
-use flotilla_api::work::v1::ManifestWork;
+use flotilla_api::work::v1::{ManifestWork, ManifestWorkSpec};
+use flotilla_core::addon::works::{keep_only_work_objects, work_spec_hash};
 use flotilla_kube::feed::{Feed, hash_of};
+use kube::ResourceExt as _;
 use kube::{Api, Client, runtime::watcher};
 
 /// Every feed of the add-on manager; controllers subscribe before [`Feeds::run`] starts them.
@@ -41,7 +43,11 @@ impl Feeds {
             clusters: Feed::new(Api::all(client.clone()), all(), slim_cluster),
             cmas: Feed::new(Api::all(client.clone()), all(), |_| {}),
             plugins: Feed::new(Api::all(client.clone()), all(), |_| {}),
-            works: Feed::new(Api::all(client.clone()), all().labels(ADDON_NAME_LABEL), |_| {}),
+            works: Feed::new(
+                Api::all(client.clone()),
+                all().labels(ADDON_NAME_LABEL),
+                slim_work,
+            ),
             placements: Feed::new(Api::all(client.clone()), all(), |_| {}),
             decisions: Feed::new(Api::all(client.clone()), all().labels(PLACEMENT_LABEL), |_| {}),
         }
@@ -68,6 +74,34 @@ fn slim_cluster(cluster: &mut ManagedCluster) {
     if let Some(status) = cluster.status.as_mut() {
         status.capacity.clear();
         status.allocatable.clear();
+    }
+}
+
+/// Annotation the work cache ([`slim_work`]) puts on each work it keeps, never written to the
+/// apiserver: [`work_spec_hash`] of the work's whole spec as read.
+pub(crate) const OBSERVED_SPEC_HASH: &str = "flotilla.dev/observed-spec-hash";
+
+/// Keeps of a work what the controllers here read: a thousand clusters' add-on works held
+/// whole were the largest part of the hub's memory.
+/// - Of its spec, only each object's identity and replicas, in an annotation
+///   ([`keep_only_work_objects`]): where the deploy keeps each object when it plans the works
+///   again, and which Deployments the health check probes. The hash of the whole spec, in
+///   [`OBSERVED_SPEC_HASH`], tells the deploy whether the spec is still the one it applied.
+/// - Of its status, the work's conditions and each object's identity and feedback values (the
+///   health check's), not each object's conditions.
+pub(crate) fn slim_work(work: &mut ManifestWork) {
+    let observed = work_spec_hash(&work.spec).unwrap_or_default();
+    work.annotations_mut()
+        .insert(OBSERVED_SPEC_HASH.to_owned(), observed);
+    keep_only_work_objects(work);
+    work.spec = ManifestWorkSpec {
+        workload: std::mem::take(&mut work.spec.workload),
+        ..Default::default()
+    };
+    if let Some(status) = work.status.as_mut() {
+        for manifest in &mut status.resource_status.manifests {
+            manifest.conditions = Vec::new();
+        }
     }
 }
 
@@ -104,4 +138,76 @@ pub(crate) fn cluster_with_conditions(cluster: &ManagedCluster) -> Option<u64> {
 /// every step, must not wake the per-add-on controllers.
 pub(crate) fn cma_annotations(cma: &ClusterManagementAddOn) -> Option<u64> {
     hash_of(&cma.metadata.annotations)
+}
+
+#[cfg(test)]
+mod tests {
+    use flotilla_api::work::v1::{
+        Manifest, ManifestConfigOption, ManifestWork, ManifestWorkSpec, ManifestWorkStatus, ManifestsTemplate,
+    };
+    use flotilla_core::addon::works::{work_objects, work_spec_hash};
+    use kube::ResourceExt as _;
+    use serde_json::json;
+
+    use super::{OBSERVED_SPEC_HASH, slim_work};
+
+    #[test]
+    fn a_slim_work_keeps_its_objects_identities_feedback_and_the_hash_of_its_whole_spec() {
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "agent", "namespace": "ns", "labels": {"a": "b"}},
+            "spec": {"replicas": 0, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "r"}, "rules": [{"verbs": ["get"]}]});
+        let spec = ManifestWorkSpec {
+            workload: ManifestsTemplate {
+                manifests: vec![Manifest(deployment), Manifest(role)],
+            },
+            manifest_configs: vec![ManifestConfigOption::default()],
+            ..Default::default()
+        };
+        let mut work = ManifestWork::new("w", spec.clone());
+        let reported: ManifestWorkStatus = serde_json::from_value(json!({
+            "conditions": [{"type": "Applied", "status": "True", "reason": "R", "message": "",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "resourceStatus": {"manifests": [{
+                "resourceMeta": {"ordinal": 0, "group": "apps", "version": "v1", "kind": "Deployment",
+                                 "resource": "deployments", "name": "agent", "namespace": "ns"},
+                "statusFeedback": {"values": [{"name": "ReadyReplicas",
+                                               "fieldValue": {"type": "Integer", "integer": 1}}]},
+                "conditions": [{"type": "Applied", "status": "True", "reason": "R", "message": "",
+                                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}
+        }))
+        .expect("status");
+        work.status = Some(reported.clone());
+        slim_work(&mut work);
+        let status = work.status.as_ref().expect("status kept");
+        assert_eq!(status.conditions, reported.conditions);
+        let manifest = &status.resource_status.manifests[0];
+        assert_eq!(
+            manifest.resource_meta,
+            reported.resource_status.manifests[0].resource_meta
+        );
+        assert_eq!(
+            manifest.status_feedbacks,
+            reported.resource_status.manifests[0].status_feedbacks
+        );
+        assert!(manifest.conditions.is_empty());
+        assert!(work.spec.workload.manifests.is_empty());
+        let objects: Vec<_> = work_objects(&work)
+            .into_iter()
+            .map(|o| (o.kind, o.name, o.replicas))
+            .collect();
+        assert_eq!(
+            objects,
+            [
+                ("Deployment".to_owned(), "agent".to_owned(), Some(0)),
+                ("ClusterRole".to_owned(), "r".to_owned(), None)
+            ]
+        );
+        assert!(work.spec.manifest_configs.is_empty());
+        assert_eq!(
+            work.annotations().get(OBSERVED_SPEC_HASH),
+            work_spec_hash(&spec).as_ref()
+        );
+    }
 }

@@ -13,6 +13,7 @@ use crate::support;
 use flotilla_api::addon::consts::{ADDON_NAME_LABEL, LIFECYCLE_ANNOTATION};
 use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::work::consts::CONFIG_SPEC_HASH_ANNOTATION;
+use flotilla_core::addon::works::{WORK_SPEC_HASH_ANNOTATION, with_crd_defaults, work_spec_hash};
 use flotilla_test_plugins as plugins;
 use flotilla_testing::wait;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -95,12 +96,92 @@ async fn an_enabled_addon_gets_its_deploy_work_reports_manifest_applied_and_lose
         reported.resource_version(),
         "unchanged output, no write"
     );
+    // The spec read back hashes as the one applied: the CRD's defaults were filled in before,
+    // so a restarted hub finds its works as it left them and writes none of them again.
+    assert_eq!(
+        work_spec_hash(&after.spec).as_ref(),
+        after.annotations().get(WORK_SPEC_HASH_ANNOTATION),
+        "spec stored as applied"
+    );
+
+    // A hand edit of the work on the hub is reverted.
+    let works = Api::<flotilla_api::work::v1::ManifestWork>::namespaced(client.clone(), "mc-manual");
+    let applied_objects = after.spec.workload.manifests.clone();
+    let mut edited: Vec<serde_json::Value> = applied_objects.iter().map(|m| m.0.clone()).collect();
+    edited[0]["metadata"]["labels"]["edited"] = json!("by-hand");
+    works
+        .patch(
+            &work.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"workload": {"manifests": edited}}})),
+        )
+        .await
+        .expect("hand edit");
+    await_work(
+        &client,
+        "mc-manual",
+        &work.name_any(),
+        "hand edit reverted",
+        |w| w.spec.workload.manifests == applied_objects,
+    )
+    .await;
 
     Api::<ManagedClusterAddOn>::namespaced(client.clone(), "mc-manual")
         .delete("hello-manual", &DeleteParams::default())
         .await
         .expect("disable");
     await_no_work(&client, "mc-manual", &deploy_work("hello-manual")).await;
+}
+
+/// Every field the ManifestWork CRD defaults, left unset, then filled by `with_crd_defaults`:
+/// the apiserver stores the spec as sent, so its hash is the stamp the deploy compares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_work_spec_with_the_crd_defaults_filled_in_is_stored_as_sent() {
+    use flotilla_api::work::v1::{
+        DeleteOption, FeedbackRule, IgnoreField, Manifest, ManifestConfigOption, ManifestWork,
+        ManifestWorkSpec, ManifestsTemplate, ResourceIdentifier, ServerSideApplyConfig, UpdateStrategy,
+        UpdateStrategyType,
+    };
+    let client = client().await;
+    cluster(&client, "mc-defaults").await;
+    let mut spec = ManifestWorkSpec {
+        workload: ManifestsTemplate {
+            manifests: vec![Manifest(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "default"}, "data": {"a": "1"}}))],
+        },
+        delete_option: Some(DeleteOption::default()),
+        manifest_configs: vec![ManifestConfigOption {
+            resource_identifier: ResourceIdentifier {
+                resource: "configmaps".into(),
+                name: "c".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            },
+            feedback_rules: vec![FeedbackRule::default()],
+            update_strategy: Some(UpdateStrategy {
+                type_: UpdateStrategyType::ServerSideApply,
+                server_side_apply: Some(ServerSideApplyConfig {
+                    ignore_fields: vec![IgnoreField {
+                        json_paths: vec![".data".into()],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let raw = work_spec_hash(&spec);
+    with_crd_defaults(&mut spec);
+    let stamped = work_spec_hash(&spec);
+    assert_ne!(raw, stamped, "the spec had defaults to fill");
+    let works = Api::<ManifestWork>::namespaced(client.clone(), "mc-defaults");
+    let stored = works
+        .create(&Default::default(), &ManifestWork::new("defaults", spec))
+        .await
+        .expect("create work");
+    assert_eq!(work_spec_hash(&stored.spec), stamped, "stored as sent");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

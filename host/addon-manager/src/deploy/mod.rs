@@ -57,13 +57,35 @@ pub(crate) struct Context {
     pub(crate) options: Options,
     /// Bounds the plugin calls in flight ([`Options::max_concurrent_renders`]).
     pub(crate) renders: tokio::sync::Semaphore,
-    /// The last plugin output per add-on (`<cluster>/<name>`), with the fingerprint of the
-    /// inputs it was rendered from.
-    pub(crate) rendered: std::sync::Mutex<Rendered>,
+    /// How each add-on (`<cluster>/<name>`) was last deployed.
+    pub(crate) deployed: std::sync::Mutex<std::collections::HashMap<String, Deployment>>,
 }
 
-/// Last plugin outputs by add-on, keyed by `<cluster>/<name>`: (input fingerprint, output).
-pub(crate) type Rendered = std::collections::HashMap<String, (u64, Arc<Vec<serde_json::Value>>)>;
+/// How an add-on was last deployed, as fingerprints: with its inputs and works as they were,
+/// a reconcile (woken by a status write, the agent's report, a resync) neither calls the
+/// plugin nor applies. The output itself is not kept: five add-ons' outputs on a thousand
+/// clusters held as JSON trees were a third of the hub's memory.
+#[derive(Clone, Debug)]
+pub(crate) struct Deployment {
+    /// The fingerprint of everything the output depends on (plugin revision, cluster,
+    /// add-on, configs).
+    pub(crate) inputs: u64,
+    /// Whether the output had pre-delete hooks.
+    pub(crate) has_hooks: bool,
+    /// The add-on's deploy works by name, as the apply left them (a few at most: a list takes
+    /// less memory than a map).
+    pub(crate) works: Vec<(String, LeftWork)>,
+}
+
+/// One deploy work as an apply left it.
+#[derive(Clone, Debug)]
+pub(crate) struct LeftWork {
+    /// What the deploy compares of it (`work_fingerprint`).
+    pub(crate) fingerprint: u64,
+    /// The spec hash of the apiserver's answer to this process's last write of it, when that
+    /// is not the hash applied (another manager's fields): the spec is then still as applied.
+    pub(crate) answered: Option<String>,
+}
 
 /// Status conditions other writers own: the registration and health controllers and the
 /// klusterlet. Their changes never change what the deploy renders.
@@ -151,7 +173,7 @@ pub(crate) fn run(
         configs,
         writer,
         renders: tokio::sync::Semaphore::new(options.max_concurrent_renders.max(1)),
-        rendered: std::sync::Mutex::new(Rendered::new()),
+        deployed: std::sync::Mutex::default(),
         options,
     });
     let pruning = Arc::clone(&context);
@@ -163,7 +185,7 @@ pub(crate) fn run(
                     .iter()
                     .map(|a| format!("{}/{}", a.namespace().unwrap_or_default(), a.name_any()))
                     .collect();
-                let rendered = crate::prune::retain_live(&pruning.rendered, &live);
+                let rendered = crate::prune::retain_live(&pruning.deployed, &live);
                 let names = addons.iter().map(|a| a.name_any()).collect();
                 let templates = pruning.plugins.retain_templates_of(&names);
                 if rendered + templates > 0 {

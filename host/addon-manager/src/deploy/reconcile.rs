@@ -34,7 +34,6 @@ use flotilla_core::addon::install::is_managed_by_addon_manager;
 use flotilla_core::addon::revision::{
     APPLIED_REVISION_ANNOTATION, AddonRevisions, WORK_REVISION_ANNOTATION, applied_revision, may_render,
 };
-use flotilla_core::addon::spec_hash::spec_hash;
 use flotilla_core::addon::status::{
     HookStep, ProgressingInput, hook_manifest_completed, hook_step, manifests_not_rendered, mark_applied,
     nothing_to_apply, progressing, set_manifest_applied, with_pre_delete_finalizer,
@@ -43,6 +42,7 @@ use flotilla_core::addon::status::{
 use flotilla_core::addon::works::{
     AddonIdentity, AgentManifest, WORK_SPEC_HASH_ANNOTATION, deploy_work_index, deploy_works,
     hook_work_completed, manifest_configs, pre_delete_hook, pre_delete_work, validate_manifests,
+    with_crd_defaults, work_spec_hash,
 };
 use flotilla_core::conditions::{self, NewCondition};
 use flotilla_kube::events::{self, ConditionEvent};
@@ -56,9 +56,10 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
-use super::Context;
+use super::{Context, Deployment, LeftWork};
 use crate::configs::observed;
 use crate::error::{self, Result};
+use crate::feeds::{OBSERVED_SPEC_HASH, slim_work};
 use crate::plugins::Served;
 
 /// The add-on conditions whose changes the deploy reports as Events on the add-on, with OCM's
@@ -82,27 +83,26 @@ fn progress_failed(condition: &Condition) -> bool {
     condition.reason == mca::REASON_FAILED
 }
 
-/// Records in `work` the hash of its spec, for [`unchanged`].
+/// Fills in `work` the CRD's defaults and records the hash of its spec, for [`unchanged`].
 fn stamp_spec_hash(work: &mut ManifestWork) {
-    let hash = serde_json::to_value(&work.spec)
-        .ok()
-        .and_then(|spec| spec_hash(&serde_json::json!({ "spec": spec })).ok());
-    if let Some(hash) = hash {
+    with_crd_defaults(&mut work.spec);
+    if let Some(hash) = work_spec_hash(&work.spec) {
         work.annotations_mut()
             .insert(WORK_SPEC_HASH_ANNOTATION.to_owned(), hash);
     }
 }
 
-/// Whether `existing` already is `desired` (stamped by [`stamp_spec_hash`]) as far as the
-/// add-on manager owns it: the same spec hash applied, and every spec field it sets still so
-/// (a hand edit on the hub is reverted; defaults the apiserver added are not a change).
-fn unchanged(existing: &ManifestWork, desired: &ManifestWork) -> bool {
+/// Whether `existing` (as the work cache keeps it, [`slim_work`]) already is `desired`
+/// (stamped by [`stamp_spec_hash`]) as far as the add-on manager owns it: the same spec hash
+/// applied, and the spec read back still the one applied, or the one the apiserver answered
+/// to this process's last write of it, `answered` (another manager's fields, which a forced
+/// apply leaves, are then no change). A hand edit on the hub changes the spec and is reverted.
+fn unchanged(existing: &ManifestWork, desired: &ManifestWork, answered: Option<&str>) -> bool {
     let annotation =
         |w: &ManifestWork, key: &str| w.metadata.annotations.as_ref().and_then(|a| a.get(key)).cloned();
-    let spec = |w: &ManifestWork| serde_json::to_value(&w.spec).ok();
-    spec(existing)
-        .zip(spec(desired))
-        .is_some_and(|(existing, desired)| holds(&existing, &desired))
+    let observed = annotation(existing, OBSERVED_SPEC_HASH);
+    observed.is_some()
+        && (observed == annotation(desired, WORK_SPEC_HASH_ANNOTATION) || observed.as_deref() == answered)
         && [
             CONFIG_SPEC_HASH_ANNOTATION,
             WORK_REVISION_ANNOTATION,
@@ -117,16 +117,33 @@ fn unchanged(existing: &ManifestWork, desired: &ManifestWork) -> bool {
             .all(|o| existing.owner_references().iter().any(|e| e.uid == o.uid))
 }
 
-/// Whether every field of `desired` has its value in `existing`, which may have more (the
-/// defaults the apiserver filled in); lists must match item by item.
-fn holds(existing: &Value, desired: &Value) -> bool {
-    match (existing, desired) {
-        (Value::Object(e), Value::Object(d)) => d
-            .iter()
-            .all(|(key, value)| value.is_null() || e.get(key).is_some_and(|v| holds(v, value))),
-        (Value::Array(e), Value::Array(d)) => e.len() == d.len() && e.iter().zip(d).all(|(e, d)| holds(e, d)),
-        _ => existing == desired,
-    }
+/// What of a deploy work (as the cache keeps it) the deploy compares with how it left the work:
+/// all but its status, finalizers and resourceVersion.
+fn work_fingerprint(work: &ManifestWork) -> Option<u64> {
+    crate::hash_of(&(
+        &work.metadata.name,
+        &work.metadata.labels,
+        &work.metadata.annotations,
+        &work.metadata.owner_references,
+        work.metadata.deletion_timestamp.is_some(),
+        &work.spec,
+    ))
+}
+
+/// How `last` left work `name`.
+fn left_work<'a>(last: &'a Deployment, name: &str) -> Option<&'a LeftWork> {
+    last.works
+        .iter()
+        .find(|(work, _)| work == name)
+        .map(|(_, left)| left)
+}
+
+/// Whether `works`, an add-on's deploy works now, are the ones `last` left, each as it left it.
+fn as_left(last: &Deployment, works: &[ManifestWork]) -> bool {
+    works.len() == last.works.len()
+        && works.iter().all(|w| {
+            left_work(last, &w.name_any()).is_some_and(|left| Some(left.fingerprint) == work_fingerprint(w))
+        })
 }
 
 /// Renders, applies and reports one ManagedClusterAddOn.
@@ -140,8 +157,8 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     let hooked = addon.finalizers().iter().any(|f| f == ADDON_PRE_DELETE_FINALIZER);
     if deleting && !hooked {
         // The works carry the add-on as controller owner; garbage collection removes them.
-        if let Ok(mut cache) = ctx.rendered.lock() {
-            cache.remove(&format!("{namespace}/{name}"));
+        if let Ok(mut deployed) = ctx.deployed.lock() {
+            deployed.remove(&format!("{namespace}/{name}"));
         }
         return Ok(Action::await_change());
     }
@@ -234,7 +251,7 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     )
     .await;
     let finalizers = match &outcome {
-        Ok(Some(manifests)) => hooks(&ctx, &addon, manifests, &mut desired_status, now).await?,
+        Ok(Some(rendering)) => hooks(&ctx, &addon, rendering, &mut desired_status, now).await?,
         _ => None,
     };
     if finalizers.is_some() {
@@ -335,14 +352,13 @@ async fn write_finalizers(
 async fn hooks(
     ctx: &Context,
     addon: &ManagedClusterAddOn,
-    manifests: &[AgentManifest],
+    rendering: &Rendering,
     status: &mut ManagedClusterAddOnStatus,
     now: Timestamp,
 ) -> Result<Option<Vec<String>>> {
     let finalizers = addon.finalizers();
-    let has_hooks = manifests.iter().any(|m| pre_delete_hook(m).is_some());
     let deleting = addon.meta().deletion_timestamp.is_some();
-    match hook_step(has_hooks, finalizers, deleting) {
+    match hook_step(rendering.has_hooks, finalizers, deleting) {
         HookStep::RemoveFinalizer => Ok(without_pre_delete_finalizer(finalizers)),
         HookStep::AddFinalizer => Ok(with_pre_delete_finalizer(finalizers)),
         HookStep::Wait => Ok(None),
@@ -353,7 +369,7 @@ async fn hooks(
                 namespace: namespace.clone(),
                 uid: addon.uid().unwrap_or_default(),
             };
-            let Some(mut work) = pre_delete_work(&identity, manifests) else {
+            let Some(mut work) = pre_delete_work(&identity, &rendering.manifests) else {
                 return Ok(without_pre_delete_finalizer(finalizers));
             };
             stamp_spec_hash(&mut work);
@@ -363,7 +379,13 @@ async fn hooks(
                 .get_opt(&work_name)
                 .await
                 .map_err(error::read(format!("ManifestWork {namespace}/{work_name}")))?;
-            let applied = match current.filter(|c| unchanged(c, &work)) {
+            // Compared as the cache keeps works; read whole, for the hooks' feedback.
+            let as_cached = |current: &ManifestWork| {
+                let mut slim = current.clone();
+                slim_work(&mut slim);
+                slim
+            };
+            let applied = match current.filter(|c| unchanged(&as_cached(c), &work, None)) {
                 Some(current) => current,
                 None => api
                     .patch(
@@ -397,9 +419,18 @@ fn set(status: &mut ManagedClusterAddOnStatus, condition: NewCondition<'_>, now:
     conditions::set(&mut status.conditions, condition, now);
 }
 
+/// What a reconcile knows of the plugin's output after [`render_and_apply`].
+pub(crate) struct Rendering {
+    /// Whether the output has pre-delete hooks.
+    has_hooks: bool,
+    /// The validated output; empty when the add-on was not rendered again because nothing it
+    /// depends on changed (never so for an add-on being deleted, whose hooks need it).
+    manifests: Vec<AgentManifest>,
+}
+
 /// Everything between reading and the status patch; conditions go into `status`, and the
-/// plugin revision the works applied (once `Progressing` completed) into `applied`. Returns the
-/// validated plugin output when the add-on was rendered.
+/// plugin revision the works applied (once `Progressing` completed) into `applied`. Returns
+/// what is known of the plugin's output when the add-on's works are as it renders them.
 async fn render_and_apply(
     ctx: &Context,
     addon: &ManagedClusterAddOn,
@@ -408,7 +439,7 @@ async fn render_and_apply(
     status: &mut ManagedClusterAddOnStatus,
     applied: &mut Option<String>,
     now: Timestamp,
-) -> Result<Option<Vec<AgentManifest>>> {
+) -> Result<Option<Rendering>> {
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
     let client = &ctx.client;
     let works_api: Api<ManifestWork> = Api::namespaced(client.clone(), &namespace);
@@ -570,28 +601,32 @@ async fn render_and_apply(
         &plugin_configs,
     ]);
     let id = format!("{namespace}/{name}");
-    let cached = ctx.rendered.lock().ok().and_then(|cache| {
-        cache
-            .get(&id)
-            .filter(|(k, _)| *k == key)
-            .map(|(_, output)| Arc::clone(output))
-    });
-    let rendered = match cached {
-        Some(output) => Ok(output),
-        None => {
-            // The semaphore is never closed, so acquiring only waits for a free slot.
-            let permit = ctx.renders.acquire().await.ok();
-            let rendered = plugin
-                .manifests(&cluster_input, &addon_input, &plugin_configs)
-                .await
-                .map(Arc::new);
-            drop(permit);
-            if let (Ok(output), Ok(mut cache)) = (&rendered, ctx.rendered.lock()) {
-                cache.insert(id, (key, Arc::clone(output)));
-            }
-            rendered
+    let last = ctx.deployed.lock().ok().and_then(|d| d.get(&id).cloned());
+    if let Some(last) = &last
+        && last.inputs == key
+        && addon.meta().deletion_timestamp.is_none()
+        && as_left(last, &existing)
+    {
+        // Nothing the output depends on changed and the works are as the last apply left
+        // them: the plugin is not called, nothing is applied, the status follows the works.
+        if existing.is_empty() {
+            set(status, nothing_to_apply(), now);
+        } else {
+            set_manifest_applied(&mut status.conditions, &existing, now);
         }
-    };
+        *applied = progress(status, &existing, &mut references, None);
+        status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
+        return Ok(Some(Rendering {
+            has_hooks: last.has_hooks,
+            manifests: Vec::new(),
+        }));
+    }
+    // The semaphore is never closed, so acquiring only waits for a free slot.
+    let permit = ctx.renders.acquire().await.ok();
+    let rendered = plugin
+        .manifests(&cluster_input, &addon_input, &plugin_configs)
+        .await;
+    drop(permit);
     let output = match rendered {
         Ok(output) => output,
         Err(e) => {
@@ -635,17 +670,26 @@ async fn render_and_apply(
     let nothing = plan.apply.is_empty() && plan.delete.is_empty() && existing.is_empty();
     // The works as they are after the writes: the apiserver's answers replace the listed ones.
     let mut works = existing;
+    let answered = |work: &str| left_work(last.as_ref()?, work)?.answered.clone();
+    let mut answers: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
     for work in &plan.apply {
         let work_name = work.name_any();
+        let before = answered(&work_name);
         if works
             .iter()
-            .any(|e| e.name_any() == work_name && unchanged(e, work))
+            .any(|e| e.name_any() == work_name && unchanged(e, work, before.as_deref()))
         {
+            answers.extend(before.map(|hash| (work_name, hash)));
             continue;
         }
         let params = PatchParams::apply(crate::FIELD_MANAGER).force();
         let written = match works_api.patch(&work_name, &params, &Patch::Apply(work)).await {
-            Ok(written) => {
+            Ok(mut written) => {
+                slim_work(&mut written);
+                let observed = written.annotations().get(OBSERVED_SPEC_HASH);
+                if observed != work.annotations().get(WORK_SPEC_HASH_ANNOTATION) {
+                    answers.extend(observed.map(|hash| (work_name.clone(), hash.clone())));
+                }
                 let before = works.iter().find(|w| w.name_any() == work_name);
                 let stale = vec![before.and_then(|w| w.resource_version())];
                 ctx.unseen.record(ObjectRef::from_obj(&written), stale);
@@ -674,6 +718,32 @@ async fn render_and_apply(
         works.retain(|w| &w.name_any() != work_name);
     }
     works.sort_by_key(|w| w.name_any());
+    let left = works
+        .iter()
+        .filter_map(|w| {
+            let name = w.name_any();
+            let fingerprint = work_fingerprint(w)?;
+            let answered = answers.remove(&name);
+            Some((
+                name,
+                LeftWork {
+                    fingerprint,
+                    answered,
+                },
+            ))
+        })
+        .collect();
+    if let Ok(mut deployed) = ctx.deployed.lock() {
+        let has_hooks = manifests.iter().any(|m| pre_delete_hook(m).is_some());
+        deployed.insert(
+            id,
+            Deployment {
+                inputs: key,
+                has_hooks,
+                works: left,
+            },
+        );
+    }
 
     // Report.
     if nothing {
@@ -683,5 +753,8 @@ async fn render_and_apply(
     }
     *applied = progress(status, &works, &mut references, None);
     status.config_references = references.iter().map(config_reference_to_v1alpha1).collect();
-    Ok(Some(manifests))
+    Ok(Some(Rendering {
+        has_hooks: manifests.iter().any(|m| pre_delete_hook(m).is_some()),
+        manifests,
+    }))
 }

@@ -30,9 +30,8 @@ use flotilla_api::work::consts::manifest_work::CONDITION_AVAILABLE as WORK_AVAIL
 use flotilla_api::work::v1::{FeedbackValue, ManifestCondition, ManifestWork, ResourceIdentifier};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
-use serde_json::Value;
 
-use crate::addon::works::deploy_work_index;
+use crate::addon::works::{deploy_work_index, work_objects};
 use crate::conditions::{self, FALSE, NewCondition, TRUE, UNKNOWN};
 
 /// How many lease periods may pass without a renewal before the add-on counts as stopped (OCM's
@@ -362,30 +361,21 @@ fn probe_fields(prober: &Prober, works: &[&ManifestWork]) -> Vec<ResourceIdentif
         Prober::WorkloadAvailability => true,
         Prober::Lease | Prober::Work | Prober::None => return Vec::new(),
     };
-    let objects = works
-        .iter()
-        .flat_map(|w| w.spec.workload.manifests.iter())
-        .map(|m| &m.0);
     let mut fields = Vec::new();
-    for object in objects {
-        let group = object["apiVersion"]
-            .as_str()
-            .and_then(|v| v.split_once('/'))
-            .map(|(g, _)| g);
-        if group != Some("apps") {
+    for object in works.iter().flat_map(|w| work_objects(w)) {
+        if object.group() != "apps" {
             continue;
         }
-        let resource = match object["kind"].as_str() {
-            Some("Deployment") if object["spec"]["replicas"].as_i64() != Some(0) => "deployments",
-            Some("DaemonSet") if daemonsets => "daemonsets",
+        let resource = match object.kind.as_str() {
+            "Deployment" if object.replicas != Some(0) => "deployments",
+            "DaemonSet" if daemonsets => "daemonsets",
             _ => continue,
         };
-        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
         fields.push(ResourceIdentifier {
             group: "apps".to_owned(),
             resource: resource.to_owned(),
-            name: text(&object["metadata"]["name"]),
-            namespace: text(&object["metadata"]["namespace"]),
+            name: object.name,
+            namespace: object.namespace,
         });
     }
     fields
@@ -499,6 +489,7 @@ mod tests {
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use rstest::rstest;
+    use serde_json::Value;
 
     use super::*;
 

@@ -22,10 +22,12 @@ use flotilla_api::addon::consts::{
     ADDON_NAME_LABEL, ADDON_PRE_DELETE_ANNOTATION, DELETION_ORPHAN_ANNOTATION,
 };
 use flotilla_api::addon::v1beta1::ConfigReference;
-use flotilla_api::work::consts::{CONFIG_SPEC_HASH_ANNOTATION, MAX_MANIFESTS_SIZE, manifest_work};
+use flotilla_api::work::consts::{
+    CONFIG_SPEC_HASH_ANNOTATION, DEFAULT_FIELD_MANAGER, MAX_MANIFESTS_SIZE, manifest_work,
+};
 use flotilla_api::work::v1::{
-    DeleteOption, DeletePropagationPolicyType, FeedBackType, FeedbackRule, FieldValue, Manifest,
-    ManifestConfigOption, ManifestWork, ManifestWorkSpec, ManifestsTemplate, OrphaningRule,
+    DeleteOption, DeletePropagationPolicyType, FeedBackType, FeedbackRule, FeedbackScrapeType, FieldValue,
+    Manifest, ManifestConfigOption, ManifestWork, ManifestWorkSpec, ManifestsTemplate, OrphaningRule,
     ResourceIdentifier, SelectivelyOrphan,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -490,11 +492,37 @@ struct Filling {
     room: usize,
 }
 
-/// Annotation on an add-on's ManifestWork: the spec hash ([`crate::addon::spec_hash`]) of the
-/// spec the add-on manager applied. The apiserver fills defaults into a work's spec
-/// (`feedbackScrapeType`, `updateStrategy`), so the spec read back never equals the one
-/// applied; the hash says whether the desired spec changed.
+/// Annotation on an add-on's ManifestWork: [`work_spec_hash`] of the spec the add-on manager
+/// applied. Built with [`with_crd_defaults`], the spec reads back from the apiserver with this
+/// same hash, so comparing it with the hash of the spec read back finds hand edits without
+/// keeping the spec itself.
 pub const WORK_SPEC_HASH_ANNOTATION: &str = "flotilla.dev/applied-spec-hash";
+
+/// The hash of a work's spec ([`crate::addon::spec_hash`] of `{"spec": …}`): what
+/// [`WORK_SPEC_HASH_ANNOTATION`] records. None when the spec cannot be printed as Go does.
+pub fn work_spec_hash(spec: &ManifestWorkSpec) -> Option<String> {
+    let spec = serde_json::to_value(spec).ok()?;
+    super::spec_hash::spec_hash(&serde_json::json!({ "spec": spec })).ok()
+}
+
+/// `spec` with the values the ManifestWork CRD defaults filled into the fields left unset that
+/// serialise as absent (the others always carry a value), so that the spec the apiserver
+/// stores is the one applied and [`work_spec_hash`] of it matches the stamp.
+pub fn with_crd_defaults(spec: &mut ManifestWorkSpec) {
+    for config in &mut spec.manifest_configs {
+        config
+            .feedback_scrape_type
+            .get_or_insert(FeedbackScrapeType::Poll);
+        if let Some(apply) = config
+            .update_strategy
+            .as_mut()
+            .and_then(|s| s.server_side_apply.as_mut())
+            && apply.field_manager.is_empty()
+        {
+            DEFAULT_FIELD_MANAGER.clone_into(&mut apply.field_manager);
+        }
+    }
+}
 
 /// The deploy works of `addon` for `manifests` (plugin output after [`validate_manifests`]),
 /// given the add-on's current deploy works `existing` (other works are ignored),
@@ -539,8 +567,8 @@ pub fn deploy_works(
         .map(|(index, work)| {
             let mut kept = Vec::new();
             let mut used = 0;
-            for old in &work.spec.workload.manifests {
-                let Some(key) = manifest_key(&old.0) else { continue };
+            for old in work_objects(work) {
+                let key = (old.api_version, old.kind, old.namespace, old.name);
                 if let Some(m) = required.remove(&key) {
                     kept.push(m.object.clone());
                     used += m.size;
@@ -626,6 +654,90 @@ pub fn deploy_works(
 }
 
 /// Identity of an object already in a work.
+/// Annotation the add-on manager's work cache puts on each work in place of its objects, never
+/// written to the apiserver: the [`WorkObject`]s, as JSON. A thousand clusters' works held with
+/// their objects, even trimmed to stubs, were the largest part of the hub's memory.
+pub const WORK_OBJECTS_ANNOTATION: &str = "flotilla.dev/cached-objects";
+
+/// An object of a work as the add-on manager reads it once applied: its identity (where
+/// [`deploy_works`] keeps it) and the replicas it asks for (the health check passes over
+/// Deployments scaled to zero; unset means one).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WorkObject {
+    /// `apiVersion`.
+    #[serde(rename = "v")]
+    pub api_version: String,
+    /// `kind`.
+    #[serde(rename = "k")]
+    pub kind: String,
+    /// `metadata.namespace` ("" for a cluster-scoped object).
+    #[serde(rename = "ns", default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// `metadata.name`.
+    #[serde(rename = "n")]
+    pub name: String,
+    /// `spec.replicas`, when the object has it.
+    #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
+}
+
+impl WorkObject {
+    /// The object's identity and replicas; None without apiVersion, kind or name.
+    fn of(object: &Value) -> Option<Self> {
+        let (api_version, kind, namespace, name) = manifest_key(object)?;
+        Some(Self {
+            api_version,
+            kind,
+            namespace,
+            name,
+            replicas: object["spec"]["replicas"].as_i64(),
+        })
+    }
+
+    /// The API group of the object ("" for the core group).
+    pub fn group(&self) -> &str {
+        self.api_version.split_once('/').map_or("", |(group, _)| group)
+    }
+}
+
+/// The objects of `work`: from [`WORK_OBJECTS_ANNOTATION`] on a work as the cache keeps it
+/// ([`keep_only_work_objects`]), else from its manifests.
+pub fn work_objects(work: &ManifestWork) -> Vec<WorkObject> {
+    match work
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(WORK_OBJECTS_ANNOTATION))
+    {
+        Some(cached) => serde_json::from_str(cached).unwrap_or_default(),
+        None => work
+            .spec
+            .workload
+            .manifests
+            .iter()
+            .filter_map(|m| WorkObject::of(&m.0))
+            .collect(),
+    }
+}
+
+/// Replaces the manifests of `work` with [`WORK_OBJECTS_ANNOTATION`]: how the add-on manager's
+/// cache keeps a work. Any such annotation the work came with is overwritten.
+pub fn keep_only_work_objects(work: &mut ManifestWork) {
+    let objects: Vec<WorkObject> = work
+        .spec
+        .workload
+        .manifests
+        .iter()
+        .filter_map(|m| WorkObject::of(&m.0))
+        .collect();
+    let text = serde_json::to_string(&objects).unwrap_or_else(|_| "[]".to_owned());
+    work.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(WORK_OBJECTS_ANNOTATION.to_owned(), text);
+    work.spec.workload.manifests = Vec::new();
+}
+
 fn manifest_key(object: &Value) -> Option<(String, String, String, String)> {
     Some((
         string_field(object, &["apiVersion"])?.to_owned(),
@@ -924,6 +1036,68 @@ mod tests {
                 ("addon-hello-deploy-0".into(), 1),
                 ("addon-hello-deploy-1".into(), 1)
             ]
+        );
+    }
+
+    #[test]
+    fn works_kept_as_their_objects_plan_as_the_works_themselves() {
+        let manifests = validated(&[big("a", 150_000), big("b", 150_000), big("c", 150_000)]);
+        let first = deploy_works(&addon(), &manifests, &[], &[], &[]).unwrap();
+        let kept: Vec<ManifestWork> = first
+            .apply
+            .iter()
+            .map(|w| {
+                let mut w = w.clone();
+                keep_only_work_objects(&mut w);
+                w
+            })
+            .collect();
+        assert!(kept.iter().all(|w| w.spec.workload.manifests.is_empty()));
+        for (whole, kept) in first.apply.iter().zip(&kept) {
+            assert_eq!(work_objects(kept), work_objects(whole));
+        }
+        // "b" leaves, a new "d" takes its room: the others stay where they were.
+        let next = validated(&[big("a", 150_000), big("c", 150_000), big("d", 150_000)]);
+        assert_eq!(
+            deploy_works(&addon(), &next, &kept, &[], &[]).unwrap().apply,
+            deploy_works(&addon(), &next, &first.apply, &[], &[])
+                .unwrap()
+                .apply
+        );
+    }
+
+    #[test]
+    fn a_work_object_is_its_identity_and_replicas() {
+        let mut work = ManifestWork::new("w", ManifestWorkSpec::default());
+        work.spec.workload.manifests = vec![
+            Manifest(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                            "metadata": {"name": "d", "namespace": "ns", "labels": {"x": "y"}},
+                            "spec": {"replicas": 0, "template": {}}})),
+            Manifest(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})),
+        ];
+        keep_only_work_objects(&mut work);
+        assert_eq!(
+            work_objects(&work),
+            [
+                WorkObject {
+                    api_version: "apps/v1".into(),
+                    kind: "Deployment".into(),
+                    namespace: "ns".into(),
+                    name: "d".into(),
+                    replicas: Some(0),
+                },
+                WorkObject {
+                    api_version: "v1".into(),
+                    kind: "Namespace".into(),
+                    namespace: String::new(),
+                    name: "ns".into(),
+                    replicas: None,
+                },
+            ]
+        );
+        assert_eq!(
+            (work_objects(&work)[0].group(), work_objects(&work)[1].group()),
+            ("apps", "")
         );
     }
 
