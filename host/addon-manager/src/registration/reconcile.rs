@@ -284,35 +284,42 @@ async fn permissions(
         check_cluster_role(cluster_role, found.as_ref())
             .map_err(|e| Failure::Forbidden(format!("hub-permissions: {e}")))?;
     }
-    let mut keep = BTreeSet::new();
-    for (kind, object_name, object) in desired {
-        let params = PatchParams::apply(PERMISSIONS_FIELD_MANAGER).force();
-        let mut what = format!("{kind} {namespace}/{object_name}");
-        if let (Some(role_kind), Some(role)) = (
-            object.pointer("/roleRef/kind").and_then(Value::as_str),
-            object.pointer("/roleRef/name").and_then(Value::as_str),
-        ) {
-            what.push_str(&format!(" (to {role_kind} {role})"));
+    // Applied together: one round trip per add-on, not one per object.
+    let applies = desired.into_iter().map(|(kind, object_name, object)| {
+        let (client, namespace) = (ctx.client.clone(), namespace.clone());
+        async move {
+            let params = PatchParams::apply(PERMISSIONS_FIELD_MANAGER).force();
+            let mut what = format!("{kind} {namespace}/{object_name}");
+            if let (Some(role_kind), Some(role)) = (
+                object.pointer("/roleRef/kind").and_then(Value::as_str),
+                object.pointer("/roleRef/name").and_then(Value::as_str),
+            ) {
+                what.push_str(&format!(" (to {role_kind} {role})"));
+            }
+            match kind.as_str() {
+                "Role" => Api::<Role>::namespaced(client, &namespace)
+                    .patch(&object_name, &params, &Patch::Apply(&object))
+                    .await
+                    .map(drop),
+                _ => Api::<RoleBinding>::namespaced(client, &namespace)
+                    .patch(&object_name, &params, &Patch::Apply(&object))
+                    .await
+                    .map(drop),
+            }
+            .map_err(|e| match &e {
+                kube::Error::Api(status) if status.code == 403 => Failure::Denied {
+                    message: denied_message(&what, &status.message),
+                    error: error::write(what)(e),
+                },
+                _ => Failure::Kube(error::write(what)(e)),
+            })?;
+            Ok::<_, Failure>((kind, object_name))
         }
-        match kind.as_str() {
-            "Role" => Api::<Role>::namespaced(ctx.client.clone(), &namespace)
-                .patch(&object_name, &params, &Patch::Apply(&object))
-                .await
-                .map(drop),
-            _ => Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace)
-                .patch(&object_name, &params, &Patch::Apply(&object))
-                .await
-                .map(drop),
-        }
-        .map_err(|e| match &e {
-            kube::Error::Api(status) if status.code == 403 => Failure::Denied {
-                message: denied_message(&what, &status.message),
-                error: error::write(what)(e),
-            },
-            _ => Failure::Kube(error::write(what)(e)),
-        })?;
-        keep.insert((kind, object_name));
-    }
+    });
+    let keep: BTreeSet<(String, String)> = futures::future::join_all(applies)
+        .await
+        .into_iter()
+        .collect::<std::result::Result<_, Failure>>()?;
     // An add-on never registered has no permissions of its own to prune but what this apply
     // just wrote (the two LISTs were a tenth of a new add-on's requests). One that wrote them
     // and failed before its status said so is pruned at the next periodic apply.
