@@ -28,6 +28,7 @@ mod clustersetbinding;
 mod csr;
 mod deletion;
 pub mod error;
+mod feeds;
 mod lease;
 pub mod rbac;
 mod taint;
@@ -80,15 +81,26 @@ impl Default for HubOptions {
 pub async fn run(client: Client, options: HubOptions) -> Result<()> {
     ensure_hub_cluster_roles(&client).await?;
     tracing::info!("hub registration controllers starting");
+    let mut feeds = feeds::Feeds::new(&client);
+    // Every controller subscribes before the feeds run, so none misses the first list.
+    let accept = accept::run(&mut feeds, client.clone(), options.clone());
+    let lease = lease::run(&mut feeds, client.clone(), options.clone());
+    let taint = taint::run(&mut feeds, client.clone(), options.clone());
+    let addon_feature = addon_feature::run(&mut feeds, client.clone(), options.clone());
+    let clusterset = clusterset::run(&mut feeds, client.clone(), options.clone());
+    let deletion = deletion::run(&mut feeds, client.clone(), options.clone());
+    // Each on the heap: together they are too large a future for a thread's stack in debug builds.
+    use futures::FutureExt as _;
     futures::join!(
-        accept::run(client.clone(), options.clone()),
-        csr::run(client.clone(), options.clone()),
-        lease::run(client.clone(), options.clone()),
-        taint::run(client.clone(), options.clone()),
-        addon_feature::run(client.clone(), options.clone()),
-        clusterset::run(client.clone(), options.clone()),
-        clustersetbinding::run(client.clone(), options.clone()),
-        deletion::run(client, options),
+        feeds.run().boxed(),
+        accept.boxed(),
+        csr::run(client.clone(), options.clone()).boxed(),
+        lease.boxed(),
+        taint.boxed(),
+        addon_feature.boxed(),
+        clusterset.boxed(),
+        clustersetbinding::run(client, options).boxed(),
+        deletion.boxed(),
     );
     Ok(())
 }

@@ -19,34 +19,35 @@ use flotilla_api::cluster::{consts::CLUSTER_NAME_LABEL, v1::ManagedCluster};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::{
     Api, Client, Resource, ResourceExt,
-    runtime::{reflector::ObjectRef, watcher},
+    runtime::{Controller, reflector::ObjectRef, watcher},
 };
 
-use super::{Context, HubOptions};
+use super::{Context, HubOptions, feeds::Feeds};
 
 pub(super) use reconcile::{namespace_owner, remove_role_bindings};
 
 /// Runs the accept controller until dropped.
-pub(super) async fn run(client: Client, options: HubOptions) {
+pub(super) fn run(
+    feeds: &mut Feeds,
+    client: Client,
+    options: HubOptions,
+) -> impl Future<Output = ()> + use<> {
     let labelled = watcher::Config::default().labels(CLUSTER_NAME_LABEL);
-    let controller = flotilla_kube::controller::slimmed(
-        Api::<ManagedCluster>::all(client.clone()),
-        watcher::Config::default(),
-        flotilla_core::registration::hub::cached::for_registration,
-    )
-    .watches(
-        Api::<ClusterRole>::all(client.clone()),
-        labelled.clone(),
-        cluster_of,
-    )
-    .watches(
-        Api::<ClusterRoleBinding>::all(client.clone()),
-        labelled.clone(),
-        cluster_of,
-    )
-    .watches(Api::<RoleBinding>::all(client.clone()), labelled, cluster_of);
+    let (clusters, cluster_changes) = feeds.clusters.subscribe_all();
+    let controller = Controller::for_stream(cluster_changes, clusters)
+        .watches(
+            Api::<ClusterRole>::all(client.clone()),
+            labelled.clone(),
+            cluster_of,
+        )
+        .watches(
+            Api::<ClusterRoleBinding>::all(client.clone()),
+            labelled.clone(),
+            cluster_of,
+        )
+        .watches(Api::<RoleBinding>::all(client.clone()), labelled, cluster_of);
     let context = Arc::new(Context::new(client, options));
-    flotilla_kube::controller::run("accept", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("accept", controller, reconcile::reconcile, context)
 }
 
 /// The cluster an RBAC object belongs to, from its cluster-name label (the hub-wide roles

@@ -17,24 +17,24 @@ use std::sync::Arc;
 
 use flotilla_api::{addon::v1alpha1::ManagedClusterAddOn, cluster::v1::ManagedCluster};
 use kube::{
-    Api, Client, ResourceExt,
-    runtime::{reflector::ObjectRef, watcher},
+    Client, ResourceExt,
+    runtime::{Controller, reflector::ObjectRef},
 };
 
-use super::{Context, HubOptions};
+use super::{Context, HubOptions, feeds::Feeds};
 
 /// Runs the controller until dropped.
-pub(super) async fn run(client: Client, options: HubOptions) {
-    let controller = flotilla_kube::controller::slimmed(
-        Api::<ManagedCluster>::all(client.clone()),
-        watcher::Config::default(),
-        flotilla_core::registration::hub::cached::for_registration,
-    )
-    .watches(
-        Api::<ManagedClusterAddOn>::all(client.clone()),
-        watcher::Config::default(),
-        |addon| Some(ObjectRef::new(&addon.namespace()?)),
-    );
+pub(super) fn run(
+    feeds: &mut Feeds,
+    client: Client,
+    options: HubOptions,
+) -> impl Future<Output = ()> + use<> {
+    let (clusters, cluster_changes) = feeds.clusters.subscribe_all();
+    let (_, addon_changes) = feeds.addons.subscribe_all();
+    let controller = Controller::for_stream(cluster_changes, clusters)
+        .watches_stream(addon_changes, |addon: ManagedClusterAddOn| {
+            Some(ObjectRef::<ManagedCluster>::new(&addon.namespace()?))
+        });
     let context = Arc::new(Context::new(client, options));
-    flotilla_kube::controller::run("addon-feature", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("addon-feature", controller, reconcile::reconcile, context)
 }

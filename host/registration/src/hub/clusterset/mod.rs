@@ -19,10 +19,10 @@ use flotilla_api::cluster::{v1::ManagedCluster, v1beta2::ManagedClusterSet};
 use futures::StreamExt;
 use kube::{
     Api, Client,
-    runtime::{Controller, WatchStreamExt, reflector, reflector::Store, watcher},
+    runtime::{Controller, reflector::Store, watcher},
 };
 
-use super::HubOptions;
+use super::{HubOptions, feeds::Feeds};
 
 /// What one cluster set reconcile needs.
 pub(super) struct Context {
@@ -37,31 +37,22 @@ pub(super) struct Context {
 }
 
 /// Runs the cluster set controller and the `default`/`global` upkeep until dropped.
-pub(super) async fn run(client: Client, options: HubOptions) {
-    let (clusters, writer) = reflector::store();
+pub(super) fn run(
+    feeds: &mut Feeds,
+    client: Client,
+    options: HubOptions,
+) -> impl Future<Output = ()> + use<> {
+    let (clusters, cluster_changes) = feeds.clusters.subscribe_all();
     // `Store::wait_until_ready` wakes only one of several concurrent waiters (it sits on a
-    // oneshot receiver), which stalls all but one set's first reconcile; a watch channel
-    // wakes every waiter.
+    // oneshot receiver), which stalls all but one set's first reconcile; one task waits on
+    // it and a watch channel wakes every waiter.
     let (ready_sender, clusters_ready) = tokio::sync::watch::channel(false);
-    let cluster_changes = watcher(
-        Api::<ManagedCluster>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .modify(flotilla_core::registration::hub::cached::for_registration)
-    .reflect(writer)
-    .inspect(move |event| {
-        if matches!(event, Ok(watcher::Event::InitDone)) {
-            ready_sender.send_replace(true);
-        }
-    })
-    .touched_objects()
-    .map(|_| ());
+    let listed = clusters.clone();
     let controller = Controller::new(
         Api::<ManagedClusterSet>::all(client.clone()),
         watcher::Config::default(),
     )
-    .reconcile_all_on(cluster_changes);
+    .reconcile_all_on(cluster_changes.map(|_| ()));
     let interval = options.hub_sets_interval;
     let context = Arc::new(Context {
         client: client.clone(),
@@ -69,10 +60,17 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         clusters,
         clusters_ready,
     });
-    futures::join!(
-        flotilla_kube::controller::run("clusterset", controller, reconcile::reconcile, context),
-        keep_hub_sets(client, interval),
-    );
+    async move {
+        futures::join!(
+            flotilla_kube::controller::run("clusterset", controller, reconcile::reconcile, context),
+            keep_hub_sets(client, interval),
+            async move {
+                if listed.wait_until_ready().await.is_ok() {
+                    ready_sender.send_replace(true);
+                }
+            },
+        );
+    }
 }
 
 /// Creates the `default` and `global` sets whenever they are missing, every `interval`.

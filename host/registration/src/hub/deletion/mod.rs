@@ -13,18 +13,18 @@ mod reconcile;
 
 use std::sync::Arc;
 
-use flotilla_api::cluster::v1::ManagedCluster;
-use kube::{Api, Client, runtime::watcher};
+use kube::{Client, runtime::Controller};
 
-use super::{Context, HubOptions};
+use super::{Context, HubOptions, feeds::Feeds};
 
 /// Runs the deletion controller until dropped.
-pub(super) async fn run(client: Client, options: HubOptions) {
-    let controller = flotilla_kube::controller::slimmed(
-        Api::<ManagedCluster>::all(client.clone()),
-        watcher::Config::default(),
-        flotilla_core::registration::hub::cached::for_registration,
-    );
+pub(super) fn run(
+    feeds: &mut Feeds,
+    client: Client,
+    options: HubOptions,
+) -> impl Future<Output = ()> + use<> {
+    let (clusters, cluster_changes) = feeds.clusters.subscribe_all();
+    let controller = Controller::for_stream(cluster_changes, clusters);
     let context = Arc::new(Context::new(client, options));
-    flotilla_kube::controller::run("deletion", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("deletion", controller, reconcile::reconcile, context)
 }

@@ -19,28 +19,26 @@ use flotilla_api::{addon::v1alpha1::ManagedClusterAddOn, cluster::v1::ManagedClu
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{
     Api, Client, Resource, ResourceExt,
-    runtime::{reflector::ObjectRef, watcher},
+    runtime::{Controller, reflector::ObjectRef, watcher},
 };
 
-use super::{Context, HubOptions};
+use super::{Context, HubOptions, feeds::Feeds};
 use crate::names;
 
 /// Runs the lease controller until dropped.
-pub(super) async fn run(client: Client, options: HubOptions) {
+pub(super) fn run(
+    feeds: &mut Feeds,
+    client: Client,
+    options: HubOptions,
+) -> impl Future<Output = ()> + use<> {
     let leases = watcher::Config::default().fields(&format!("metadata.name={}", names::CLUSTER_LEASE));
-    let controller = flotilla_kube::controller::slimmed(
-        Api::<ManagedCluster>::all(client.clone()),
-        watcher::Config::default(),
-        flotilla_core::registration::hub::cached::for_registration,
-    )
-    .watches(Api::<Lease>::all(client.clone()), leases, cluster_of_namespace)
-    .watches(
-        Api::<ManagedClusterAddOn>::all(client.clone()),
-        watcher::Config::default(),
-        cluster_of_namespace,
-    );
+    let (clusters, cluster_changes) = feeds.clusters.subscribe_all();
+    let (_, addon_changes) = feeds.addons.subscribe_all();
+    let controller = Controller::for_stream(cluster_changes, clusters)
+        .watches(Api::<Lease>::all(client.clone()), leases, cluster_of_namespace)
+        .watches_stream(addon_changes, cluster_of_namespace::<ManagedClusterAddOn>);
     let context = Arc::new(Context::new(client, options));
-    flotilla_kube::controller::run("lease", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("lease", controller, reconcile::reconcile, context)
 }
 
 /// The cluster whose namespace holds `object`.

@@ -1,0 +1,37 @@
+//! The hub registration's watches of the kinds several of its controllers read: one
+//! [`Feed`] each, so a thousand clusters are held and decoded once, not once per controller.
+//!
+//! | kind | readers | kept |
+//! |---|---|---|
+//! | ManagedCluster | accept, lease, taint, addon_feature, clusterset, deletion | [`for_registration`] |
+//! | ManagedClusterAddOn | lease, addon_feature | all but managed fields |
+
+use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
+use flotilla_api::cluster::v1::ManagedCluster;
+use flotilla_core::registration::hub::cached::for_registration;
+use flotilla_kube::feed::Feed;
+use kube::{Api, Client, runtime::watcher};
+
+/// Every shared feed; controllers subscribe before [`Feeds::run`] starts them.
+pub(super) struct Feeds {
+    pub(super) clusters: Feed<ManagedCluster>,
+    pub(super) addons: Feed<ManagedClusterAddOn>,
+}
+
+impl Feeds {
+    pub(super) fn new(client: &Client) -> Self {
+        Self {
+            clusters: Feed::new(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                for_registration,
+            ),
+            addons: Feed::new(Api::all(client.clone()), watcher::Config::default(), |_| {}),
+        }
+    }
+
+    /// Runs every watch until dropped.
+    pub(super) async fn run(self) {
+        futures::join!(self.clusters.run(), self.addons.run());
+    }
+}
