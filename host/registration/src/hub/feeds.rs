@@ -10,7 +10,7 @@ use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_core::registration::hub::cached::for_registration;
 use flotilla_kube::feed::Feed;
-use kube::{Api, Client, runtime::watcher};
+use kube::{Api, Client, runtime::Controller, runtime::watcher};
 
 /// Every shared feed; controllers subscribe before [`Feeds::run`] starts them.
 pub(super) struct Feeds {
@@ -28,6 +28,12 @@ impl Feeds {
             ),
             addons: Feed::new(Api::all(client.clone()), watcher::Config::default(), |_| {}),
         }
+    }
+
+    /// A controller of every ManagedCluster in the shared cache, woken by any change of one.
+    pub(super) fn cluster_controller(&mut self) -> Controller<ManagedCluster> {
+        let (clusters, changes) = self.clusters.subscribe_all();
+        Controller::for_stream(changes, clusters)
     }
 
     /// Runs every watch until dropped.

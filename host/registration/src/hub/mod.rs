@@ -36,6 +36,7 @@ mod write;
 
 use std::time::Duration;
 
+use flotilla_api::cluster::v1::ManagedCluster;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::{Api, Client, api::ListParams};
 
@@ -85,10 +86,10 @@ pub async fn run(client: Client, options: HubOptions) -> Result<()> {
     // Every controller subscribes before the feeds run, so none misses the first list.
     let accept = accept::run(&mut feeds, client.clone(), options.clone());
     let lease = lease::run(&mut feeds, client.clone(), options.clone());
-    let taint = taint::run(&mut feeds, client.clone(), options.clone());
+    let taint = run_on_clusters(&mut feeds, "taint", &client, &options, taint::reconcile);
     let addon_feature = addon_feature::run(&mut feeds, client.clone(), options.clone());
     let clusterset = clusterset::run(&mut feeds, client.clone(), options.clone());
-    let deletion = deletion::run(&mut feeds, client.clone(), options.clone());
+    let deletion = run_on_clusters(&mut feeds, "deletion", &client, &options, deletion::reconcile);
     // Each on the heap: together they are too large a future for a thread's stack in debug builds.
     use futures::FutureExt as _;
     futures::join!(
@@ -103,6 +104,24 @@ pub async fn run(client: Client, options: HubOptions) -> Result<()> {
         deletion.boxed(),
     );
     Ok(())
+}
+
+/// Runs `reconcile` as controller `name` over every ManagedCluster, woken by any change of one:
+/// the controllers that watch nothing else (taint, deletion).
+fn run_on_clusters<F, Fut>(
+    feeds: &mut feeds::Feeds,
+    name: &'static str,
+    client: &Client,
+    options: &HubOptions,
+    reconcile: F,
+) -> impl Future<Output = ()> + use<F, Fut>
+where
+    F: FnMut(std::sync::Arc<ManagedCluster>, std::sync::Arc<Context>) -> Fut,
+    Fut: Future<Output = Result<kube::runtime::controller::Action>> + Send + 'static,
+{
+    let controller = feeds.cluster_controller();
+    let context = std::sync::Arc::new(Context::new(client.clone(), options.clone()));
+    flotilla_kube::controller::run(name, controller, reconcile, context)
 }
 
 /// Applies each of [`hub_cluster_roles`] server-side (field manager `flotilla`) that is missing

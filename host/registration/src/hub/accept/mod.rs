@@ -19,7 +19,7 @@ use flotilla_api::cluster::{consts::CLUSTER_NAME_LABEL, v1::ManagedCluster};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::{
     Api, Client, Resource, ResourceExt,
-    runtime::{Controller, reflector::ObjectRef, watcher},
+    runtime::{reflector::ObjectRef, watcher},
 };
 
 use super::{Context, HubOptions, feeds::Feeds};
@@ -33,8 +33,8 @@ pub(super) fn run(
     options: HubOptions,
 ) -> impl Future<Output = ()> + use<> {
     let labelled = watcher::Config::default().labels(CLUSTER_NAME_LABEL);
-    let (clusters, cluster_changes) = feeds.clusters.subscribe_all();
-    let controller = Controller::for_stream(cluster_changes, clusters)
+    let controller = feeds
+        .cluster_controller()
         .watches(
             Api::<ClusterRole>::all(client.clone()),
             labelled.clone(),

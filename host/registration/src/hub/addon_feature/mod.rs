@@ -16,10 +16,7 @@ mod reconcile;
 use std::sync::Arc;
 
 use flotilla_api::{addon::v1alpha1::ManagedClusterAddOn, cluster::v1::ManagedCluster};
-use kube::{
-    Client, ResourceExt,
-    runtime::{Controller, reflector::ObjectRef},
-};
+use kube::{Client, ResourceExt, runtime::reflector::ObjectRef};
 
 use super::{Context, HubOptions, feeds::Feeds};
 
@@ -29,9 +26,9 @@ pub(super) fn run(
     client: Client,
     options: HubOptions,
 ) -> impl Future<Output = ()> + use<> {
-    let (clusters, cluster_changes) = feeds.clusters.subscribe_all();
     let (_, addon_changes) = feeds.addons.subscribe_all();
-    let controller = Controller::for_stream(cluster_changes, clusters)
+    let controller = feeds
+        .cluster_controller()
         .watches_stream(addon_changes, |addon: ManagedClusterAddOn| {
             Some(ObjectRef::<ManagedCluster>::new(&addon.namespace()?))
         });

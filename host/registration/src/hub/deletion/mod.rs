@@ -11,20 +11,4 @@
 
 mod reconcile;
 
-use std::sync::Arc;
-
-use kube::{Client, runtime::Controller};
-
-use super::{Context, HubOptions, feeds::Feeds};
-
-/// Runs the deletion controller until dropped.
-pub(super) fn run(
-    feeds: &mut Feeds,
-    client: Client,
-    options: HubOptions,
-) -> impl Future<Output = ()> + use<> {
-    let (clusters, cluster_changes) = feeds.clusters.subscribe_all();
-    let controller = Controller::for_stream(cluster_changes, clusters);
-    let context = Arc::new(Context::new(client, options));
-    flotilla_kube::controller::run("deletion", controller, reconcile::reconcile, context)
-}
+pub(super) use reconcile::reconcile;

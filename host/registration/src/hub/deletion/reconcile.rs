@@ -67,7 +67,7 @@ enum Progress {
 }
 
 /// Reconciles one ManagedCluster (see the module docs).
-pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context>) -> Result<Action> {
+pub(in crate::hub) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context>) -> Result<Action> {
     let api: Api<ManagedCluster> = Api::all(context.client.clone());
     let current: Vec<Condition> = cluster
         .status

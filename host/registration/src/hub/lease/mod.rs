@@ -19,7 +19,7 @@ use flotilla_api::{addon::v1alpha1::ManagedClusterAddOn, cluster::v1::ManagedClu
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{
     Api, Client, Resource, ResourceExt,
-    runtime::{Controller, reflector::ObjectRef, watcher},
+    runtime::{reflector::ObjectRef, watcher},
 };
 
 use super::{Context, HubOptions, feeds::Feeds};
@@ -32,9 +32,9 @@ pub(super) fn run(
     options: HubOptions,
 ) -> impl Future<Output = ()> + use<> {
     let leases = watcher::Config::default().fields(&format!("metadata.name={}", names::CLUSTER_LEASE));
-    let (clusters, cluster_changes) = feeds.clusters.subscribe_all();
     let (_, addon_changes) = feeds.addons.subscribe_all();
-    let controller = Controller::for_stream(cluster_changes, clusters)
+    let controller = feeds
+        .cluster_controller()
         .watches(Api::<Lease>::all(client.clone()), leases, cluster_of_namespace)
         .watches_stream(addon_changes, cluster_of_namespace::<ManagedClusterAddOn>);
     let context = Arc::new(Context::new(client, options));

@@ -12,21 +12,4 @@
 
 mod reconcile;
 
-use std::sync::Arc;
-
-use kube::{Client, runtime::Controller};
-
-use super::{Context, HubOptions, feeds::Feeds};
-
-/// Runs the taint controller until dropped. `client` is the hub's identity, which the
-/// hub-only `timeAdded` admission rule exempts.
-pub(super) fn run(
-    feeds: &mut Feeds,
-    client: Client,
-    options: HubOptions,
-) -> impl Future<Output = ()> + use<> {
-    let (clusters, cluster_changes) = feeds.clusters.subscribe_all();
-    let controller = Controller::for_stream(cluster_changes, clusters);
-    let context = Arc::new(Context::new(client, options));
-    flotilla_kube::controller::run("taint", controller, reconcile::reconcile, context)
-}
+pub(super) use reconcile::reconcile;

@@ -17,7 +17,7 @@ use crate::hub::Context;
 use crate::hub::{error::Result, write};
 
 /// Reconciles one ManagedCluster (see the module docs).
-pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context>) -> Result<Action> {
+pub(in crate::hub) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context>) -> Result<Action> {
     if cluster.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
