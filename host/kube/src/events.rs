@@ -11,8 +11,13 @@
 //! note for minutes, so a new refusal, new scores or a new generation would never be shown
 //! (client-go's correlator keys on the message too).
 //!
+//! [`Events`] writes in the background: a reconcile does not wait for its Events (a round trip
+//! each, on every new add-on), unless [`EVENTS_IN_FLIGHT`] are being written already; then it
+//! writes its own and waits, so a slow apiserver holds no more than that many in memory. The
+//! repeat check runs before, in the reconcile's order.
+//!
 //! ```text
-//!  reconcile ─▶ Events::normal / warning / conditions ─▶ Publisher ─▶ events.k8s.io/v1 Event
+//!  reconcile ─▶ Events::normal / warning / conditions ─▶ Publisher::admit ─▶ (background) create
 //!                                                         └─ Repeats: seen within the window? drop
 //! ```
 
@@ -39,6 +44,15 @@ const REMEMBERED: usize = 4096;
 /// The longest note the apiserver accepts on an `events.k8s.io/v1` Event, in bytes.
 const NOTE_MAX_BYTES: usize = 1024;
 
+/// Most Events of one [`Events`] written in the background at once.
+pub const EVENTS_IN_FLIGHT: usize = 32;
+
+/// An Event [`Publisher::admit`] let through, ready to be written by [`Publisher::create`].
+pub struct Admitted {
+    namespace: String,
+    event: KubeEvent,
+}
+
 /// Writes each Event as a new `events.k8s.io/v1` Event of one reporting component, dropping an
 /// Event identical to one it wrote within [`REPEAT_WINDOW`].
 #[derive(Clone)]
@@ -61,6 +75,15 @@ impl Publisher {
     /// Creates `event` about `reference`, in the referenced object's namespace (`default` for a
     /// cluster-scoped one, as kubectl looks for it there), unless it is a repeat.
     pub async fn publish(&self, event: &Event, reference: &ObjectReference) -> Result<(), kube::Error> {
+        match self.admit(event, reference) {
+            Some(admitted) => self.create(admitted).await,
+            None => Ok(()),
+        }
+    }
+
+    /// `event` about `reference` as it will be written, or None for a repeat (which is not
+    /// written).
+    pub fn admit(&self, event: &Event, reference: &ObjectReference) -> Option<Admitted> {
         let key = RepeatKey {
             object: reference.uid.clone().unwrap_or_else(|| {
                 format!(
@@ -83,14 +106,18 @@ impl Publisher {
                 reason = event.reason,
                 "Event published within the repeat window; dropped"
             );
-            return Ok(());
+            return None;
         }
-        let namespace = reference.namespace.as_deref().unwrap_or("default");
-        Api::<KubeEvent>::namespaced(self.client.clone(), namespace)
-            .create(
-                &PostParams::default(),
-                &self.event(event, reference, Timestamp::now()),
-            )
+        Some(Admitted {
+            namespace: reference.namespace.as_deref().unwrap_or("default").to_owned(),
+            event: self.event(event, reference, Timestamp::now()),
+        })
+    }
+
+    /// Writes an admitted Event.
+    pub async fn create(&self, admitted: Admitted) -> Result<(), kube::Error> {
+        Api::<KubeEvent>::namespaced(self.client.clone(), &admitted.namespace)
+            .create(&PostParams::default(), &admitted.event)
             .await
             .map(drop)
     }
@@ -146,6 +173,8 @@ fn within_note_limit(note: &str) -> String {
 #[derive(Clone)]
 pub struct Events {
     publisher: Publisher,
+    /// Permits for the Events written in the background ([`EVENTS_IN_FLIGHT`]).
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 /// A condition type whose changes an Event reports (see [`Events::conditions`]).
@@ -183,6 +212,7 @@ impl Events {
         };
         Self {
             publisher: Publisher::new(client, reporter),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(EVENTS_IN_FLIGHT)),
         }
     }
 
@@ -268,8 +298,24 @@ impl Events {
             action: action.to_owned(),
             secondary: None,
         };
-        if let Err(error) = self.publisher.publish(&event, &reference).await {
-            tracing::debug!(%error, reason, "could not publish an Event");
+        let Some(admitted) = self.publisher.admit(&event, &reference) else {
+            return;
+        };
+        let reason = reason.to_owned();
+        let publisher = self.publisher.clone();
+        let write = async move {
+            if let Err(error) = publisher.create(admitted).await {
+                tracing::debug!(%error, reason, "could not publish an Event");
+            }
+        };
+        match Arc::clone(&self.in_flight).try_acquire_owned() {
+            Ok(permit) => {
+                tokio::spawn(async move {
+                    write.await;
+                    drop(permit);
+                });
+            }
+            Err(_) => write.await,
         }
     }
 }
