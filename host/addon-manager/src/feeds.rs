@@ -20,7 +20,7 @@ use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::{ManifestWork, ManifestWorkSpec};
 use flotilla_core::addon::works::{keep_only_work_objects, work_spec_hash};
-use flotilla_kube::feed::{Feed, hash_of};
+use flotilla_kube::feed::{Feed, Namespaces, hash_of};
 use kube::ResourceExt as _;
 use kube::{Api, Client, runtime::watcher};
 
@@ -31,6 +31,10 @@ pub(crate) struct Feeds {
     pub(crate) cmas: Feed<ClusterManagementAddOn>,
     pub(crate) plugins: Feed<AddOnPlugin>,
     pub(crate) works: Feed<ManifestWork>,
+    /// The add-ons by cluster namespace: which a cluster's change wakes.
+    pub(crate) addons_by_cluster: Namespaces<ManagedClusterAddOn>,
+    /// The add-on works by cluster namespace: an add-on's own, found without a scan.
+    pub(crate) works_by_cluster: Namespaces<ManifestWork>,
     pub(crate) placements: Feed<Placement>,
     pub(crate) decisions: Feed<PlacementDecision>,
 }
@@ -38,16 +42,20 @@ pub(crate) struct Feeds {
 impl Feeds {
     pub(crate) fn new(client: &Client) -> Self {
         let all = watcher::Config::default;
+        let mut addons = Feed::new(Api::all(client.clone()), all(), |_| {});
+        let mut works = Feed::new(
+            Api::all(client.clone()),
+            all().labels(ADDON_NAME_LABEL),
+            slim_work,
+        );
         Self {
-            addons: Feed::new(Api::all(client.clone()), all(), |_| {}),
+            addons_by_cluster: addons.namespaces(),
+            works_by_cluster: works.namespaces(),
+            addons,
             clusters: Feed::new(Api::all(client.clone()), all(), slim_cluster),
             cmas: Feed::new(Api::all(client.clone()), all(), |_| {}),
             plugins: Feed::new(Api::all(client.clone()), all(), |_| {}),
-            works: Feed::new(
-                Api::all(client.clone()),
-                all().labels(ADDON_NAME_LABEL),
-                slim_work,
-            ),
+            works,
             placements: Feed::new(Api::all(client.clone()), all(), |_| {}),
             decisions: Feed::new(Api::all(client.clone()), all().labels(PLACEMENT_LABEL), |_| {}),
         }
@@ -209,5 +217,36 @@ mod tests {
             work.annotations().get(OBSERVED_SPEC_HASH),
             work_spec_hash(&spec).as_ref()
         );
+    }
+
+    #[test]
+    fn the_cache_annotations_a_work_arrives_with_are_overwritten() {
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "agent", "namespace": "ns"}, "spec": {"replicas": 1}});
+        let spec = ManifestWorkSpec {
+            workload: ManifestsTemplate {
+                manifests: vec![Manifest(deployment)],
+            },
+            ..Default::default()
+        };
+        let mut work = ManifestWork::new("w", spec.clone());
+        // What a work author could write to pass for another spec, or hide its objects from
+        // the health check.
+        work.annotations_mut()
+            .insert(OBSERVED_SPEC_HASH.to_owned(), "forged".to_owned());
+        work.annotations_mut().insert(
+            flotilla_core::addon::works::WORK_OBJECTS_ANNOTATION.to_owned(),
+            r#"[{"apiVersion":"v1","kind":"ConfigMap","namespace":"x","name":"decoy"}]"#.to_owned(),
+        );
+        slim_work(&mut work);
+        assert_eq!(
+            work.annotations().get(OBSERVED_SPEC_HASH),
+            work_spec_hash(&spec).as_ref()
+        );
+        let objects: Vec<_> = work_objects(&work)
+            .into_iter()
+            .map(|o| (o.kind, o.name))
+            .collect();
+        assert_eq!(objects, [("Deployment".to_owned(), "agent".to_owned())]);
     }
 }

@@ -71,11 +71,14 @@ pub(crate) fn addons_named(
 /// The ManagedClusterAddOns in the namespace of cluster `cluster`: what a change of its
 /// ManagedCluster re-reconciles.
 pub(crate) fn addons_of_cluster(
-    store: &kube::runtime::reflector::Store<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
+    addons: &flotilla_kube::feed::Namespaces<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>,
     cluster: &str,
 ) -> Vec<kube::runtime::reflector::ObjectRef<flotilla_api::addon::v1alpha1::ManagedClusterAddOn>> {
-    use kube::ResourceExt as _;
-    select(store, |a| a.namespace().as_deref() == Some(cluster))
+    addons
+        .objects(cluster)
+        .iter()
+        .map(|a| kube::runtime::reflector::ObjectRef::from_obj(&**a))
+        .collect()
 }
 
 /// The objects in `store` matching `keep`, as references to reconcile: how a watch on one

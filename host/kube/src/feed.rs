@@ -17,8 +17,8 @@
 //! deletions, which controllers that recreate or stop counting objects must see, and their
 //! bounded buffer makes the fastest subscriber wait for the slowest.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use futures::StreamExt as _;
 use futures::channel::mpsc::{UnboundedSender, unbounded};
@@ -105,6 +105,98 @@ where
     store: Store<K>,
     writer: reflector::store::Writer<K>,
     subscribers: Vec<UnboundedSender<Event<K>>>,
+    namespaces: Option<Namespaces<K>>,
+}
+
+/// The names of a feed's objects per namespace, so a reader of one namespace's objects
+/// (an add-on's works in its cluster's namespace) looks up a few instead of scanning every
+/// object of the kind: with one scan per reconcile the cost grew as clusters squared.
+/// kube-runtime's `Store` keeps no index but its key.
+pub struct Namespaces<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store: Store<K>,
+    names: Arc<RwLock<NamespaceIndex>>,
+}
+
+impl<K> Clone for Namespaces<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            names: self.names.clone(),
+        }
+    }
+}
+
+impl<K> Namespaces<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    /// The cache the index points into.
+    pub fn store(&self) -> &Store<K> {
+        &self.store
+    }
+
+    /// The cached objects in `namespace`, in name order.
+    pub fn objects(&self, namespace: &str) -> Vec<Arc<K>> {
+        let names: Vec<String> = match self.names.read() {
+            Ok(index) => index.names(namespace).cloned().collect(),
+            Err(_) => return Vec::new(),
+        };
+        names
+            .iter()
+            .filter_map(|name| self.store.get(&ObjectRef::new(name).within(namespace)))
+            .collect()
+    }
+}
+
+/// Names per namespace, as the events of a reflected watch leave them.
+#[derive(Default, Debug)]
+struct NamespaceIndex {
+    names: HashMap<String, BTreeSet<String>>,
+}
+
+impl NamespaceIndex {
+    fn names(&self, namespace: &str) -> impl Iterator<Item = &String> {
+        self.names.get(namespace).into_iter().flatten()
+    }
+
+    /// Follows one event. After a relist (`InitDone`) it keeps only what the store holds:
+    /// objects deleted while the watch was down send no `Delete`.
+    fn follow<K>(&mut self, event: &Event<K>, store: &Store<K>)
+    where
+        K: Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let key = |object: &K| Some((object.meta().namespace.clone()?, object.meta().name.clone()?));
+        match event {
+            Event::Apply(object) | Event::InitApply(object) => {
+                if let Some((namespace, name)) = key(object) {
+                    self.names.entry(namespace).or_default().insert(name);
+                }
+            }
+            Event::Delete(object) => {
+                if let Some((namespace, name)) = key(object)
+                    && let Some(names) = self.names.get_mut(&namespace)
+                {
+                    names.remove(&name);
+                    if names.is_empty() {
+                        self.names.remove(&namespace);
+                    }
+                }
+            }
+            Event::Init => {}
+            Event::InitDone => {
+                self.names.retain(|namespace, names| {
+                    names.retain(|name| store.get(&ObjectRef::new(name).within(namespace)).is_some());
+                    !names.is_empty()
+                });
+            }
+        }
+    }
 }
 
 impl<K> Feed<K>
@@ -135,7 +227,18 @@ where
             store,
             writer,
             subscribers: Vec::new(),
+            namespaces: None,
         }
+    }
+
+    /// The feed's objects by namespace, kept from the next [`Feed::run`] on.
+    pub fn namespaces(&mut self) -> Namespaces<K> {
+        self.namespaces
+            .get_or_insert_with(|| Namespaces {
+                store: self.store.clone(),
+                names: Arc::default(),
+            })
+            .clone()
     }
 
     /// The shared cache.
@@ -164,6 +267,7 @@ where
             slim,
             writer,
             subscribers,
+            namespaces,
             ..
         } = self;
         let kind = K::kind(&());
@@ -181,6 +285,12 @@ where
             .for_each(|event| {
                 match event {
                     Ok(event) => {
+                        // Before the subscribers hear of it, as the store.
+                        if let Some(namespaces) = &namespaces
+                            && let Ok(mut index) = namespaces.names.write()
+                        {
+                            index.follow(&event, &namespaces.store);
+                        }
                         for subscriber in &subscribers {
                             // A subscriber gone (its controller ended) misses nothing it needs.
                             let _ = subscriber.unbounded_send(event.clone());
@@ -302,6 +412,54 @@ mod tests {
             Event::Apply(config_map("a", "2", "5")),
         ];
         assert_eq!(passed(events, data).await, ["1", "3", "4", "5"]);
+    }
+
+    #[test]
+    fn the_namespace_index_follows_the_watch_and_forgets_what_a_relist_no_longer_holds() {
+        let (store, mut writer) = kube::runtime::reflector::store::<ConfigMap>();
+        let namespaces = super::Namespaces {
+            store,
+            names: std::sync::Arc::default(),
+        };
+        let in_namespace = |namespace: &str, name: &str| {
+            let mut map = config_map(name, "1", "1");
+            map.metadata.namespace = Some(namespace.into());
+            map
+        };
+        let names = |namespace: &str| -> Vec<String> {
+            namespaces
+                .objects(namespace)
+                .iter()
+                .map(|o| o.metadata.name.clone().unwrap())
+                .collect()
+        };
+        let mut follow = |event: Event<ConfigMap>| {
+            writer.apply_watcher_event(&event);
+            namespaces
+                .names
+                .write()
+                .unwrap()
+                .follow(&event, &namespaces.store);
+        };
+        follow(Event::Init);
+        follow(Event::InitApply(in_namespace("one", "b")));
+        follow(Event::InitApply(in_namespace("one", "a")));
+        follow(Event::InitApply(in_namespace("two", "c")));
+        follow(Event::InitDone);
+        assert_eq!(names("one"), ["a", "b"]);
+        assert_eq!(names("two"), ["c"]);
+        follow(Event::Delete(in_namespace("one", "b")));
+        follow(Event::Apply(in_namespace("two", "d")));
+        assert_eq!(names("one"), ["a"]);
+        assert_eq!(names("two"), ["c", "d"]);
+        // The watch restarts; `c` was deleted meanwhile and sends no Delete.
+        follow(Event::Init);
+        follow(Event::InitApply(in_namespace("one", "a")));
+        follow(Event::InitApply(in_namespace("two", "d")));
+        follow(Event::InitDone);
+        assert_eq!(names("two"), ["d"]);
+        assert_eq!(namespaces.names.read().unwrap().names("two").count(), 1);
+        assert!(names("three").is_empty());
     }
 
     #[tokio::test]

@@ -45,7 +45,7 @@ pub(crate) struct Context {
     /// ClusterManagementAddOns.
     pub(crate) cmas: Store<ClusterManagementAddOn>,
     /// The add-ons' works: read here, not listed per reconcile.
-    pub(crate) works: Store<ManifestWork>,
+    pub(crate) works: flotilla_kube::feed::Namespaces<ManifestWork>,
     /// The works this controller wrote that the cache does not show yet: a reconcile that
     /// read a work from before its own write would apply it again.
     pub(crate) unseen: UnseenWrites<ManifestWork>,
@@ -139,11 +139,15 @@ pub(crate) fn run(
     // The clusters, CMAs and works a reconcile reads come from the feeds, not a GET each time.
     let (clusters, cluster_changes) = feeds.clusters.subscribe(crate::feeds::cluster_for_render);
     let (cmas, cma_changes) = feeds.cmas.subscribe(crate::feeds::cma_annotations);
-    let (works, work_changes) = feeds.works.subscribe(deploy_work_inputs);
+    let (_, work_changes) = feeds.works.subscribe(deploy_work_inputs);
     let (_, plugin_changes) = feeds.plugins.subscribe_all();
     let controller =
         Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
-    let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), controller.store());
+    let (by_cma, by_plugin, by_cluster) = (
+        controller.store(),
+        controller.store(),
+        feeds.addons_by_cluster.clone(),
+    );
     let controller = controller
         .watches_stream(work_changes, |work| {
             let addon = work.labels().get(ADDON_NAME_LABEL)?;
@@ -167,7 +171,7 @@ pub(crate) fn run(
         events,
         clusters,
         cmas,
-        works,
+        works: feeds.works_by_cluster.clone(),
         unseen: UnseenWrites::default(),
         plugins,
         configs,

@@ -166,13 +166,15 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     let api: Api<ManagedClusterAddOn> = Api::namespaced(client.clone(), &namespace);
     // The caches fill before the first answer is trusted: a cluster or CMA missing from a
     // cache still listing would otherwise look deleted.
-    if !crate::caches_ready(&ctx.clusters, &ctx.cmas) || !flotilla_kube::controller::cache_ready(&ctx.works) {
+    if !crate::caches_ready(&ctx.clusters, &ctx.cmas)
+        || !flotilla_kube::controller::cache_ready(ctx.works.store())
+    {
         return Ok(Action::requeue(crate::CACHE_WAIT));
     }
     // The works come from the cache: until it shows this controller's last writes of them,
     // the add-on waits (the work watch brings it back; the requeue bounds the wait).
     if ctx.unseen.pending(
-        |w| crate::version_in(&ctx.works, w),
+        |w| crate::version_in(ctx.works.store(), w),
         |w| w.namespace.as_deref() == Some(namespace.as_str()) && deploy_work_index(&name, &w.name).is_some(),
     ) {
         return Ok(Action::requeue(crate::CACHE_WAIT));
@@ -446,12 +448,9 @@ async fn render_and_apply(
     // The add-on's deploy works, from the cache (which holds every write of this controller).
     let current_works = || -> Vec<ManifestWork> {
         ctx.works
-            .state()
+            .objects(&namespace)
             .iter()
-            .filter(|w| {
-                w.metadata.namespace.as_deref() == Some(namespace.as_str())
-                    && deploy_work_index(&name, &w.name_any()).is_some()
-            })
+            .filter(|w| deploy_work_index(&name, &w.name_any()).is_some())
             .map(|w| ManifestWork::clone(w))
             .collect()
     };

@@ -45,7 +45,7 @@ pub(crate) struct Context {
     /// ClusterManagementAddOns.
     pub(crate) cmas: Store<ClusterManagementAddOn>,
     /// Add-on works (the feed's cache).
-    pub(crate) works: Store<ManifestWork>,
+    pub(crate) works: flotilla_kube::feed::Namespaces<ManifestWork>,
     pub(crate) plugins: Arc<Plugins>,
     /// The add-ons' one writer: what a reconcile reads them through and submits changes to.
     pub(crate) writer: crate::AddonWriter,
@@ -163,11 +163,15 @@ pub(crate) fn run(
     // The clusters, CMAs and works a reconcile reads come from the feeds, not a GET or LIST.
     let (clusters, cluster_changes) = feeds.clusters.subscribe(crate::feeds::cluster_with_conditions);
     let (cmas, cma_changes) = feeds.cmas.subscribe(crate::feeds::cma_annotations);
-    let (works, work_changes) = feeds.works.subscribe(health_work_inputs);
+    let (_, work_changes) = feeds.works.subscribe(health_work_inputs);
     let (_, plugin_changes) = feeds.plugins.subscribe_all();
     let controller =
         Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
-    let (by_plugin, by_cluster, by_cma) = (controller.store(), controller.store(), controller.store());
+    let (by_plugin, by_cluster, by_cma) = (
+        controller.store(),
+        feeds.addons_by_cluster.clone(),
+        controller.store(),
+    );
     let controller = controller
         .watches_stream(work_changes, |work| {
             let addon = work.labels().get(ADDON_NAME_LABEL)?;
@@ -187,7 +191,7 @@ pub(crate) fn run(
         events,
         clusters,
         cmas,
-        works,
+        works: feeds.works_by_cluster.clone(),
         plugins,
         writer,
         options,

@@ -71,16 +71,13 @@ pub(crate) async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>
     desired.health_check.mode = Some(health_check_mode(&prober));
     let works: Vec<std::sync::Arc<flotilla_api::work::v1::ManifestWork>> = match prober {
         Prober::Fields(_) | Prober::DeploymentAvailability | Prober::WorkloadAvailability => {
-            if !flotilla_kube::controller::cache_ready(&ctx.works) {
+            if !flotilla_kube::controller::cache_ready(ctx.works.store()) {
                 return Ok(Action::requeue(crate::CACHE_WAIT));
             }
             ctx.works
-                .state()
+                .objects(&namespace)
                 .into_iter()
-                .filter(|w| {
-                    w.namespace().as_deref() == Some(namespace.as_str())
-                        && w.labels().get(ADDON_NAME_LABEL) == Some(&name)
-                })
+                .filter(|w| w.labels().get(ADDON_NAME_LABEL) == Some(&name))
                 .collect()
         }
         Prober::Lease | Prober::Work | Prober::None => Vec::new(),

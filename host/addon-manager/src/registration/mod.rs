@@ -134,7 +134,11 @@ pub(crate) fn run(
     let (_, plugin_changes) = feeds.plugins.subscribe_all();
     let controller =
         Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
-    let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), controller.store());
+    let (by_cma, by_plugin, by_cluster) = (
+        controller.store(),
+        controller.store(),
+        feeds.addons_by_cluster.clone(),
+    );
     let controller = controller
         .watches_stream(cma_changes, move |cma| {
             crate::addons_named(&by_cma, &cma.name_any())
