@@ -1,5 +1,7 @@
 //! Shared helpers for end-to-end scenarios and benchmarks.
 
+pub mod hub_objects;
+
 use std::{
     net::{Ipv4Addr, SocketAddr, TcpStream},
     time::Duration,
@@ -55,6 +57,19 @@ pub fn process_usage(pid: u32) -> (f64, u64) {
         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         .unwrap_or(0);
     (ticks as f64 / 100.0, rss_kib / 1024)
+}
+
+/// CPU seconds (user + system) and peak resident memory (MiB, `VmHWM`) of a process, from
+/// /proc; zeros when the process is gone.
+pub fn process_peak_usage(pid: u32) -> (f64, u64) {
+    let (cpu, _) = process_usage(pid);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let peak_kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0);
+    (cpu, peak_kib / 1024)
 }
 
 /// A child process that is killed and reaped when dropped, so a benchmark that fails half-way

@@ -94,18 +94,6 @@ async fn writes(client: &Client) -> anyhow::Result<f64> {
         .sum())
 }
 
-/// CPU seconds and peak resident memory (MiB, `VmHWM`) of a process.
-fn usage(pid: u32) -> (f64, u64) {
-    let (cpu, _) = flotilla_tests::process_usage(pid);
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let peak_kib: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    (cpu, peak_kib / 1024)
-}
-
 async fn create<K>(api: &Api<K>, value: Value) -> anyhow::Result<K>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
@@ -356,7 +344,7 @@ async fn measure(
     let pid = child.process.0.id();
     let decisions = decided(client, "bench", placements_count).await?;
     let elapsed = started.elapsed();
-    let (cpu, peak_mib) = usage(pid);
+    let (cpu, peak_mib) = flotilla_tests::process_peak_usage(pid);
     let decision_writes = writes(client).await? - writes_before;
     println!(
         "  {who}: all decisions in {:.2} s; CPU {cpu:.1} s, peak RSS {peak_mib} MiB, writes {decision_writes:.0}",
@@ -370,7 +358,7 @@ async fn measure(
         );
     }
     let last = quiet(client, passes).await?;
-    let (cpu_quiet, peak_quiet) = usage(pid);
+    let (cpu_quiet, peak_quiet) = flotilla_tests::process_peak_usage(pid);
     println!(
         "  {who}: quiet after {:.2} s; CPU {cpu_quiet:.1} s, peak RSS {peak_quiet} MiB, writes {:.0}, scheduling passes {}",
         last.duration_since(started).as_secs_f64(),

@@ -20,8 +20,18 @@
 //! line under each row makes directly, in the same run, the least any work agent writes per
 //! work ([`floor`]): its time over the raw time is the lowest total/raw an agent reaches here.
 //!
-//! `cargo run --release -p flotilla-tests --bin bench-work -- [COUNTS]` (default `1,100,1000`);
-//! `BENCH_WORK_WORKERS=N` gives the agent N workers instead of its default.
+//! With `--ocm-binary PATH`, OCM's work agent (`work agent`, built from its source) then runs
+//! the largest count's works alone, on the same control planes for a cluster of its own, and
+//! the two rows are printed side by side. It runs as shipped (client rate limits 50/100 on
+//! each cluster) unless `--ocm-qps N` raises them.
+//!
+//! ```text
+//! git --git-dir=<mirror of open-cluster-management-io/ocm> archive HEAD | tar -x -C /tmp/ocm
+//! cd /tmp/ocm && GOFLAGS=-mod=vendor GOTOOLCHAIN=local go build -o /tmp/ocm-work ./cmd/work
+//! cargo run --release -p flotilla-tests --bin bench-work -- [COUNTS] [--ocm-binary PATH] [--ocm-qps N]
+//! ```
+//! COUNTS defaults to `1,100,1000`; `BENCH_WORK_WORKERS=N` gives the agent N workers instead
+//! of its default.
 
 use std::{
     collections::BTreeMap,
@@ -674,13 +684,8 @@ async fn main() -> anyhow::Result<()> {
     if args.get(1).map(String::as_str) == Some("--agent") {
         return agent_mode(&args[2], &args[3]).await;
     }
-    let counts: Vec<usize> = args
-        .get(1)
-        .map_or("1,100,1000", String::as_str)
-        .split(',')
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .context("COUNTS: comma-separated numbers")?;
+    let options = options(args.into_iter().skip(1))?;
+    let counts = options.counts.clone();
 
     let hub_plane = ControlPlane::start("bench-work-hub").await?;
     let managed_plane = ControlPlane::start("bench-work-managed").await?;
@@ -693,10 +698,13 @@ async fn main() -> anyhow::Result<()> {
     let binding = rbac::work_role_binding(cluster);
     flotilla_kube::apply::apply(&Api::<RoleBinding>::namespaced(hub.clone(), cluster), &binding).await?;
     namespace(&managed, agent_namespace).await?;
-    let kubeconfig = hub_plane.kubeconfig_for(
-        &names::agent_user(cluster, "agent"),
-        &[&names::cluster_group(cluster), names::MANAGED_CLUSTERS_GROUP],
-    )?;
+    let hub_kubeconfig = |cluster: &str| {
+        hub_plane.kubeconfig_for(
+            &names::agent_user(cluster, "agent"),
+            &[&names::cluster_group(cluster), names::MANAGED_CLUSTERS_GROUP],
+        )
+    };
+    let kubeconfig = hub_kubeconfig(cluster)?;
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(names::HUB_KUBECONFIG_SECRET.to_owned()),
@@ -742,6 +750,7 @@ async fn main() -> anyhow::Result<()> {
     println!("(hub requests include the benchmark's own POST manifestworks, one per work)");
     println!("works  raw-create  create→Applied p50  p99     total    total/raw  agent-CPU  agent-RSS");
     let mut last = None;
+    let mut last_row = None;
     for count in counts {
         let raw_before = meter.read().await?;
         let raw_time = raw(&managed, &format!("raw-{count}"), count).await?;
@@ -770,6 +779,13 @@ async fn main() -> anyhow::Result<()> {
         meter.print("raw", &raw_before, &raw_after, count);
         meter.print("works", &works_before, &works_after, count);
         steps.print();
+        last_row = Some(Row {
+            count,
+            total,
+            p50: percentile(&latencies, 0.5),
+            cpu: cpu_after - cpu_before,
+            rss,
+        });
         let sample = format!("works-{count}-w0");
         let floor_ns = format!("floor-{count}");
         let floor_before = meter.read().await?;
@@ -788,5 +804,130 @@ async fn main() -> anyhow::Result<()> {
     if let Some((sample, count)) = last {
         write_costs(&meter, cluster, &sample, count).await?;
     }
+    if let (Some(binary), Some(ours)) = (&options.ocm_binary, last_row) {
+        // Ours stops first: OCM's phase is its own.
+        drop(agent);
+        let cluster = "bench-ocm";
+        namespace(&hub, cluster).await?;
+        let binding = rbac::work_role_binding(cluster);
+        flotilla_kube::apply::apply(&Api::<RoleBinding>::namespaced(hub.clone(), cluster), &binding).await?;
+        // Where OCM's agent looks for its hub credential, as its klusterlet mounts it.
+        let credential = tempfile::tempdir()?;
+        std::fs::write(credential.path().join("kubeconfig"), hub_kubeconfig(cluster)?)?;
+        let ocm = start_ocm_agent(
+            binary,
+            managed_plane.admin_kubeconfig(),
+            credential.path(),
+            cluster,
+            options.ocm_qps,
+        )?;
+        let pid = ocm.0.id();
+        // Its informers list before the first work arrives, as ours had.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let count = ours.count;
+        let (cpu_before, _) = flotilla_tests::process_usage(pid);
+        let (latencies, total, steps) =
+            works(&hub, &managed, cluster, &format!("ocm-works-{count}"), count).await?;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let (cpu_after, rss) = flotilla_tests::process_usage(pid);
+        anyhow::ensure!(rss > 0, "OCM's work agent exited; see its log");
+        let p50 = percentile(&latencies, 0.5);
+        println!(
+            "ocm {count}: create→Applied p50 {:.2}s p99 {:.2}s, total {:.2}s, agent CPU {:.1}s, RSS {rss} MiB",
+            p50.as_secs_f64(),
+            percentile(&latencies, 0.99).as_secs_f64(),
+            total.as_secs_f64(),
+            cpu_after - cpu_before,
+        );
+        steps.print();
+        println!(
+            "side by side at {count} works: total flotilla {:.2}s / OCM {:.2}s ({:.1}x faster); p50 {:.2}s / {:.2}s; agent CPU {:.1}s / {:.1}s; RSS {} / {rss} MiB",
+            ours.total.as_secs_f64(),
+            total.as_secs_f64(),
+            total.as_secs_f64() / ours.total.as_secs_f64().max(1e-9),
+            ours.p50.as_secs_f64(),
+            p50.as_secs_f64(),
+            ours.cpu,
+            cpu_after - cpu_before,
+            ours.rss,
+        );
+    }
     Ok(())
+}
+
+/// Our agent's figures at the largest count, for the side-by-side line.
+struct Row {
+    count: usize,
+    total: Duration,
+    p50: Duration,
+    cpu: f64,
+    rss: u64,
+}
+
+struct Options {
+    counts: Vec<usize>,
+    ocm_binary: Option<std::path::PathBuf>,
+    ocm_qps: Option<u32>,
+}
+
+fn options(mut args: impl Iterator<Item = String>) -> anyhow::Result<Options> {
+    let mut options = Options {
+        counts: vec![1, 100, 1000],
+        ocm_binary: None,
+        ocm_qps: None,
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--ocm-binary" => options.ocm_binary = Some(args.next().context("--ocm-binary PATH")?.into()),
+            "--ocm-qps" => options.ocm_qps = Some(args.next().context("--ocm-qps N")?.parse()?),
+            counts => {
+                options.counts = counts
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()
+                    .context("COUNTS: comma-separated numbers")?;
+            }
+        }
+    }
+    Ok(options)
+}
+
+/// Starts OCM's work agent from `binary` for `cluster`, with the hub credential in
+/// `hub_kubeconfig_dir` (file `kubeconfig`).
+fn start_ocm_agent(
+    binary: &std::path::Path,
+    managed_kubeconfig: &std::path::Path,
+    hub_kubeconfig_dir: &std::path::Path,
+    cluster: &str,
+    qps: Option<u32>,
+) -> anyhow::Result<flotilla_tests::KillOnDrop> {
+    let log = std::fs::File::create(std::env::temp_dir().join("bench-work-ocm.log"))?;
+    // Its metrics endpoint needs a port of its own.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let mut command = Command::new(binary);
+    command
+        .arg("agent")
+        .arg(format!("--spoke-cluster-name={cluster}"))
+        .arg(format!("--hub-kubeconfig-dir={}", hub_kubeconfig_dir.display()))
+        .arg(format!(
+            "--hub-kubeconfig={}",
+            hub_kubeconfig_dir.join("kubeconfig").display()
+        ))
+        .arg(format!("--kubeconfig={}", managed_kubeconfig.display()))
+        .arg(format!("--listen=127.0.0.1:{port}"))
+        .arg("--disable-leader-election")
+        .arg("--namespace=bench-agent")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    if let Some(qps) = qps {
+        command
+            .arg(format!("--kube-api-qps={qps}"))
+            .arg(format!("--kube-api-burst={}", 2 * qps))
+            .arg(format!("--hub-kube-api-qps={qps}"))
+            .arg(format!("--hub-kube-api-burst={}", 2 * qps));
+    }
+    Ok(flotilla_tests::KillOnDrop(
+        command.spawn().context("start OCM's work agent")?,
+    ))
 }
