@@ -13,7 +13,7 @@
 //! Managed fields are dropped from every object ([`Feed::new`]).
 
 use flotilla_api::addon::consts::ADDON_NAME_LABEL;
-use flotilla_api::addon::v1alpha1::{ClusterManagementAddOn, ManagedClusterAddOn};
+use flotilla_api::addon::v1alpha1::{AddOnTemplate, ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
@@ -36,6 +36,8 @@ pub(crate) struct Feeds {
     /// The add-on works by cluster namespace: an add-on's own, found without a scan.
     pub(crate) works_by_cluster: Namespaces<ManifestWork>,
     pub(crate) placements: Feed<Placement>,
+    /// AddOnTemplates: every reconcile of a template add-on reads its own.
+    pub(crate) templates: Feed<AddOnTemplate>,
     pub(crate) decisions: Feed<PlacementDecision>,
 }
 
@@ -57,6 +59,7 @@ impl Feeds {
             plugins: Feed::new(Api::all(client.clone()), all(), |_| {}),
             works,
             placements: Feed::new(Api::all(client.clone()), all(), |_| {}),
+            templates: Feed::new(Api::all(client.clone()), all(), |_| {}),
             decisions: Feed::new(Api::all(client.clone()), all().labels(PLACEMENT_LABEL), |_| {}),
         }
     }
@@ -72,6 +75,7 @@ impl Feeds {
             self.works.run().boxed(),
             self.placements.run().boxed(),
             self.decisions.run().boxed(),
+            self.templates.run().boxed(),
         );
     }
 }

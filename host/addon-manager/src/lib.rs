@@ -252,9 +252,9 @@ pub const EVENT_REPORTER: &str = "addon-manager";
 pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
     tracing::info!("add-on manager starting");
     // Every controller finds an add-on's plugin through this one value (`Plugins::for_addon`).
-    let plugins = Arc::new(Plugins::new(registry));
-    let configs = Arc::new(configs::ReleasedConfigs::default());
     let mut feeds = feeds::Feeds::new(&client);
+    let plugins = Arc::new(Plugins::new(registry, feeds.templates.store()));
+    let configs = Arc::new(configs::ReleasedConfigs::default());
     let (writer, due_writes) = writes::StatusWriter::new(feeds.addons.store());
     let events = flotilla_kube::events::Events::new(client.clone(), EVENT_REPORTER);
     // Every controller subscribes before the feeds run, so none misses the first list.

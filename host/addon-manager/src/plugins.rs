@@ -26,12 +26,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use flotilla_api::addon::v1alpha1::{AddOnTemplate, ManagedClusterAddOn};
+use flotilla_api::addon::v1beta1::{ConfigGroupResource, ConfigReferent};
 use flotilla_builtin_plugins::{ADDON_TEMPLATE, ADDON_TEMPLATE_ENV};
 use flotilla_core::addon::configs::config_reference_from_v1alpha1;
 use flotilla_core::addon::install::template_for_addon;
 use flotilla_core::addon::spec_hash::spec_hash;
 use flotilla_wasm::{Limits, Plugin, PluginRegistry};
-use kube::{Api, Client, ResourceExt};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use crate::error::{self, Result};
@@ -61,8 +63,8 @@ pub(crate) enum Served {
 }
 
 /// The AddOnTemplate the rollout released to `addon` (its desired config of type
-/// addontemplates), if any.
-fn template_of(addon: &ManagedClusterAddOn) -> Option<String> {
+/// addontemplates), if any: its name and the spec hash released.
+fn template_of(addon: &ManagedClusterAddOn) -> Option<(String, String)> {
     addon
         .status
         .iter()
@@ -70,7 +72,77 @@ fn template_of(addon: &ManagedClusterAddOn) -> Option<String> {
         .map(config_reference_from_v1alpha1)
         .find(|r| r.group_resource.group == TEMPLATE_GROUP && r.group_resource.resource == TEMPLATE_RESOURCE)
         .and_then(|r| r.desired_config)
-        .map(|d| d.referent.name)
+        .map(|d| (d.referent.name, d.spec_hash))
+}
+
+/// The AddOnTemplates as the feed caches them, and the spec hash of each as the apiserver
+/// serves it (what the rollout releases), by name: `(resourceVersion, hash)`. A typed
+/// template serialises differently from the object served, so the hash is taken from the
+/// object read once per resourceVersion.
+#[derive(Debug)]
+struct TemplateCache {
+    store: Store<AddOnTemplate>,
+    hashes: Mutex<HashMap<String, (String, String)>>,
+}
+
+impl TemplateCache {
+    fn new(store: Store<AddOnTemplate>) -> Self {
+        Self {
+            store,
+            hashes: Mutex::default(),
+        }
+    }
+
+    /// The cached template `name` if it is the one released with spec hash `released`.
+    fn released(&self, name: &str, released: &str) -> Option<AddOnTemplate> {
+        let cached = self.store.get(&ObjectRef::new(name))?;
+        let version = cached.metadata.resource_version.as_deref()?;
+        let hashes = self.hashes.lock().unwrap_or_else(PoisonError::into_inner);
+        let (known, hash) = hashes.get(name)?;
+        (known == version && hash == released).then(|| AddOnTemplate::clone(&cached))
+    }
+
+    fn remember(&self, name: &str, version: String, hash: String) {
+        self.hashes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_owned(), (version, hash));
+    }
+}
+
+/// AddOnTemplate `name` as released with spec hash `released`: from the cache, when given and
+/// holding that spec (every reconcile of every template add-on reads it), else from the
+/// apiserver, which a cache still behind the rollout's release must not stand in for.
+async fn read_template(
+    client: &Client,
+    cache: Option<&TemplateCache>,
+    name: &str,
+    released: &str,
+) -> Result<Option<AddOnTemplate>> {
+    if let Some(template) = cache.and_then(|c| c.released(name, released)) {
+        return Ok(Some(template));
+    }
+    let resource = ConfigGroupResource {
+        group: TEMPLATE_GROUP.to_owned(),
+        resource: TEMPLATE_RESOURCE.to_owned(),
+    };
+    let referent = ConfigReferent {
+        namespace: String::new(),
+        name: name.to_owned(),
+    };
+    let Some(object) = crate::configs::config_object(client, &resource, &referent).await? else {
+        return Ok(None);
+    };
+    let template: AddOnTemplate = serde_json::from_value(object.clone())
+        .map_err(|e| error::read(format!("AddOnTemplate {name}"))(kube::Error::SerdeError(e)))?;
+    if let (Some(cache), Some(version), Ok(hash)) = (
+        cache,
+        template.metadata.resource_version.clone(),
+        spec_hash(&object),
+    ) {
+        cache.remember(name, version, hash);
+    }
+    Ok(Some(template))
 }
 
 /// What [`released_template`] found.
@@ -87,16 +159,16 @@ enum Released {
 /// names the add-on. The name is read from `status.configReferences`, which the cluster's agent
 /// may write, so another add-on's template (with its manifests, registrations and signing CA)
 /// is refused, with a warning naming the rule.
-async fn released_template(client: &Client, addon: &ManagedClusterAddOn) -> Result<Released> {
-    let Some(template_name) = template_of(addon) else {
+async fn released_template(
+    client: &Client,
+    templates: Option<&TemplateCache>,
+    addon: &ManagedClusterAddOn,
+) -> Result<Released> {
+    let Some((template_name, released)) = template_of(addon) else {
         return Ok(Released::None);
     };
     let name = addon.name_any();
-    let Some(template) = Api::<AddOnTemplate>::all(client.clone())
-        .get_opt(&template_name)
-        .await
-        .map_err(error::read(format!("AddOnTemplate {template_name}")))?
-    else {
+    let Some(template) = read_template(client, templates, &template_name, &released).await? else {
         return Ok(Released::Refused(format!(
             "AddOnTemplate {template_name} (the config of add-on {name}) not found"
         )));
@@ -122,14 +194,18 @@ pub struct Plugins {
     registry: Arc<PluginRegistry>,
     /// Template instances by (add-on, template name): the spec hash they were loaded for.
     templates: Mutex<TemplateInstances>,
+    /// The AddOnTemplates (the feed's cache).
+    template_cache: TemplateCache,
 }
 
 impl Plugins {
-    /// Plugins from `registry` (filled by the AddOnPlugin controller) plus built-in templates.
-    pub fn new(registry: Arc<PluginRegistry>) -> Self {
+    /// Plugins from `registry` (filled by the AddOnPlugin controller) plus built-in templates,
+    /// read from `template_cache`.
+    pub(crate) fn new(registry: Arc<PluginRegistry>, template_cache: Store<AddOnTemplate>) -> Self {
         Self {
             registry,
             templates: Mutex::new(HashMap::new()),
+            template_cache: TemplateCache::new(template_cache),
         }
     }
 
@@ -150,7 +226,7 @@ impl Plugins {
         if let Some(plugin) = self.registry.get(&name) {
             return Ok(Served::By(plugin));
         }
-        let template = match released_template(client, addon).await? {
+        let template = match released_template(client, Some(&self.template_cache), addon).await? {
             Released::None => {
                 return Ok(Served::Pending(format!(
                     "no AddOnPlugin drives add-on {name} and no AddOnTemplate has been resolved for it yet"
@@ -200,7 +276,8 @@ impl Plugins {
         addon: &ManagedClusterAddOn,
         signer: &str,
     ) -> Result<Option<(String, String)>> {
-        let Released::Template(template) = released_template(client, addon).await? else {
+        // Read from the apiserver: a CSR is signed by what the template says now.
+        let Released::Template(template) = released_template(client, None, addon).await? else {
             return Ok(None);
         };
         Ok(template

@@ -17,7 +17,8 @@
 //!
 //! When every placement has chosen and every add-on has its deploy work, and again
 //! [`SETTLED`] later, it prints each process's resident memory (now and peak) and CPU, and
-//! the sums.
+//! the sums; for Flotilla also where its effort went (reconciles and their time by
+//! controller, requests by verb and resource, from its `/metrics`).
 //!
 //! ```text
 //! git --git-dir=<mirror of open-cluster-management-io/ocm> archive HEAD | tar -x -C /tmp/ocm
@@ -49,6 +50,8 @@ const SET: &str = "bench-set";
 /// How long after the last work appeared the memory is read again: resyncs and status
 /// writes that follow have run by then.
 const SETTLED: Duration = Duration::from_secs(30);
+/// `flotilla hub`'s log, in the temp directory.
+const FLOTILLA_LOG: &str = "bench-hub-memory-flotilla.log";
 /// How long a hub gets to do all of it.
 const DEADLINE: Duration = Duration::from_secs(1200);
 
@@ -150,6 +153,69 @@ fn report(who: &str, hub: &Hub) -> (u64, u64) {
     (rss_sum, peak_sum)
 }
 
+/// `flotilla hub`'s metrics address, from the line it logs at start.
+fn metrics_address(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let line = text
+        .lines()
+        .find(|l| l.contains("metrics and health at http://"))?;
+    let rest = line.split("http://").nth(1)?;
+    Some(rest.split_whitespace().next()?.to_owned())
+}
+
+/// Where `flotilla hub`'s effort went: reconciles and their seconds by controller, and the
+/// most frequent requests by verb and resource, read from its `/metrics`.
+fn effort(log: &Path) -> anyhow::Result<()> {
+    use std::collections::BTreeMap;
+    use std::io::{Read as _, Write as _};
+    let address = metrics_address(log).context("the hub's metrics address in its log")?;
+    let mut stream = std::net::TcpStream::connect(&address)?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    let label = |line: &str, name: &str| -> String {
+        line.split(&format!("{name}=\""))
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let value = |line: &str| {
+        line.rsplit_once(' ')
+            .and_then(|(_, v)| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let mut reconciles: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    let mut requests: BTreeMap<String, f64> = BTreeMap::new();
+    for line in text.lines() {
+        if line.starts_with("flotilla_controller_reconciles_total{") {
+            reconciles.entry(label(line, "controller")).or_default().0 += value(line);
+        } else if line.starts_with("flotilla_controller_reconcile_duration_seconds_sum{") {
+            reconciles.entry(label(line, "controller")).or_default().1 += value(line);
+        } else if line.starts_with("flotilla_apiserver_requests_total{") {
+            *requests
+                .entry(format!("{} {}", label(line, "verb"), label(line, "resource")))
+                .or_default() += value(line);
+        }
+    }
+    let mut reconciles: Vec<_> = reconciles.into_iter().collect();
+    reconciles.sort_by(|a, b| b.1.1.total_cmp(&a.1.1));
+    println!("    flotilla reconciles by controller (count, seconds in reconciles):");
+    for (controller, (count, seconds)) in reconciles.iter().take(12) {
+        println!("      {controller}: {count:.0}, {seconds:.1} s");
+    }
+    let mut requests: Vec<_> = requests.into_iter().collect();
+    requests.sort_by(|a, b| b.1.total_cmp(&a.1));
+    println!("    flotilla requests, most frequent:");
+    for (request, count) in requests.iter().take(12) {
+        println!("      {request}: {count:.0}");
+    }
+    Ok(())
+}
+
 /// On a fresh control plane with the objects of [`world`], starts a hub with `start`, waits
 /// until it has done everything and prints its figures.
 async fn measure(
@@ -175,6 +241,9 @@ async fn measure(
         took.as_secs_f64()
     );
     report(who, &hub);
+    if who == "flotilla" {
+        effort(&std::env::temp_dir().join(FLOTILLA_LOG))?;
+    }
     tokio::time::sleep(SETTLED).await;
     for (name, child) in &hub {
         anyhow::ensure!(
@@ -195,7 +264,7 @@ fn start_flotilla(binary: &Path, kubeconfig: &Path) -> anyhow::Result<Hub> {
     ];
     Ok(vec![(
         "hub",
-        hub_objects::spawn(binary, &args, "bench-hub-memory-flotilla.log", false)?,
+        hub_objects::spawn(binary, &args, FLOTILLA_LOG, false)?,
     )])
 }
 

@@ -904,15 +904,14 @@ fn start_ocm_agent(
     let log = std::fs::File::create(std::env::temp_dir().join("bench-work-ocm.log"))?;
     // Its metrics endpoint needs a port of its own.
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let credential = hub_kubeconfig_dir.join("kubeconfig");
     let mut command = Command::new(binary);
     command
         .arg("agent")
         .arg(format!("--spoke-cluster-name={cluster}"))
         .arg(format!("--hub-kubeconfig-dir={}", hub_kubeconfig_dir.display()))
-        .arg(format!(
-            "--hub-kubeconfig={}",
-            hub_kubeconfig_dir.join("kubeconfig").display()
-        ))
+        .arg(format!("--hub-kubeconfig={}", credential.display()))
+        .arg(format!("--workload-source-config={}", credential.display()))
         .arg(format!("--kubeconfig={}", managed_kubeconfig.display()))
         .arg(format!("--listen=127.0.0.1:{port}"))
         .arg("--disable-leader-election")

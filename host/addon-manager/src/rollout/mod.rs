@@ -25,9 +25,7 @@ use std::sync::Arc;
 
 use crate::plugins::Plugins;
 use flotilla_api::addon::consts::managed_cluster_addon as mca;
-use flotilla_api::addon::v1alpha1::{
-    AddOnDeploymentConfig, AddOnTemplate, ClusterManagementAddOn, ManagedClusterAddOn,
-};
+use flotilla_api::addon::v1alpha1::{AddOnDeploymentConfig, ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::consts::PLACEMENT_LABEL;
 use flotilla_kube::events::Events;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -91,6 +89,9 @@ pub(crate) fn run(
     let (_, decision_changes) = feeds.decisions.subscribe_all();
     let (_, placement_changes) = feeds.placements.subscribe_all();
     let (_, plugin_changes) = feeds.plugins.subscribe_all();
+    let (_, template_changes) = feeds
+        .templates
+        .subscribe(|template| flotilla_kube::feed::hash_of(&template.spec));
     let controller = Controller::for_stream(cma_changes, cmas);
     let (by_decision, by_placement, by_config, by_template) = (
         controller.store(),
@@ -132,18 +133,14 @@ pub(crate) fn run(
             ))
         })
         // A template's new spec hash is released like any config's: its add-ons re-render.
-        .watches(
-            Api::<AddOnTemplate>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| {
-                crate::select(&by_template, |c| {
-                    c.spec
-                        .supported_configs
-                        .iter()
-                        .any(|s| s.group_resource.resource == TEMPLATE_RESOURCE)
-                })
-            },
-        );
+        .watches_stream(template_changes, move |_| {
+            crate::select(&by_template, |c| {
+                c.spec
+                    .supported_configs
+                    .iter()
+                    .any(|s| s.group_resource.resource == TEMPLATE_RESOURCE)
+            })
+        });
     let context = Arc::new(Context {
         client,
         events,

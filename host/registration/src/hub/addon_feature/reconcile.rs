@@ -1,45 +1,38 @@
 //! One reconcile of one ManagedCluster's add-on feature labels: return early while the cluster
-//! is being deleted; list its add-ons; compute the label changes purely; merge-patch them,
+//! is being deleted; read its add-ons from the feed; compute the label changes purely; merge-patch them,
 //! guarded by the resourceVersion, only when there are any.
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use flotilla_api::{addon::v1alpha1::ManagedClusterAddOn, cluster::v1::ManagedCluster};
+use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_core::addon::health::{AddonHealth, feature_label_changes};
 use kube::{
     Api, ResourceExt,
-    api::{ListParams, Patch, PatchParams},
+    api::{Patch, PatchParams},
     runtime::controller::Action,
 };
 use serde_json::json;
 
-use crate::hub::{
-    Context,
-    error::{Error, Result},
-};
+use super::Features;
+use crate::hub::error::{Error, Result};
+
+/// How soon a reconcile that found the add-on feed still listing runs again.
+const CACHE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Brings one cluster's feature labels in step with its add-ons.
-pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context>) -> Result<Action> {
+pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, features: Arc<Features>) -> Result<Action> {
+    let context = &features.context;
     let requeue = Action::requeue(context.options.resync);
     if cluster.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
+    // Until the feed has listed, no add-ons would read as every label to remove.
+    if !flotilla_kube::controller::cache_ready(features.addons.store()) {
+        return Ok(Action::requeue(CACHE_WAIT));
+    }
     let name = cluster.name_any();
-    let addons = match Api::<ManagedClusterAddOn>::namespaced(context.client.clone(), &name)
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(list) => list.items,
-        Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
-        Err(source) => {
-            return Err(Error::List {
-                kind: "ManagedClusterAddOn",
-                scope: name,
-                source,
-            });
-        }
-    };
-    let names: Vec<String> = addons.iter().map(ResourceExt::name_any).collect();
+    let addons = features.addons.objects(&name);
+    let names: Vec<String> = addons.iter().map(|a| a.name_any()).collect();
     let health: Vec<AddonHealth<'_>> = addons
         .iter()
         .zip(&names)
