@@ -50,26 +50,24 @@ pub fn process_usage(pid: u32) -> (f64, u64) {
         .iter()
         .filter_map(|i| fields.get(*i)?.parse::<u64>().ok())
         .sum();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss_kib: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    (ticks as f64 / 100.0, rss_kib / 1024)
+    (ticks as f64 / 100.0, status_mib(pid, "VmRSS:"))
 }
 
 /// CPU seconds (user + system) and peak resident memory (MiB, `VmHWM`) of a process, from
 /// /proc; zeros when the process is gone.
 pub fn process_peak_usage(pid: u32) -> (f64, u64) {
-    let (cpu, _) = process_usage(pid);
+    (process_usage(pid).0, status_mib(pid, "VmHWM:"))
+}
+
+/// A memory figure of /proc/PID/status (`field` with its colon), in MiB; 0 when unknown.
+fn status_mib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let peak_kib: u64 = status
+    let kib: u64 = status
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         .unwrap_or(0);
-    (cpu, peak_kib / 1024)
+    kib / 1024
 }
 
 /// A child process that is killed and reaped when dropped, so a benchmark that fails half-way

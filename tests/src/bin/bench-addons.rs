@@ -84,23 +84,7 @@ async fn world(client: &Client, names: &[String]) -> anyhow::Result<()> {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
     )
     .await?;
-    futures::stream::iter(names)
-        .map(|name| async move {
-            apply(
-                client,
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-            )
-            .await?;
-            apply(
-                client,
-                json!({"apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
-                       "metadata": {"name": name}, "spec": {"hubAcceptsClient": true}}),
-            )
-            .await
-        })
-        .buffer_unordered(CONCURRENCY)
-        .try_collect::<Vec<()>>()
-        .await?;
+    flotilla_tests::hub_objects::accepted_clusters(client, names, None, true).await?;
     apply(
         client,
         json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",

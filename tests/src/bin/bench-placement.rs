@@ -75,23 +75,7 @@ const WRITTEN_RESOURCES: [&str; 3] = ["placements", "placementdecisions", "event
 /// Sum of the apiserver's write requests (POST, PUT, PATCH, DELETE) so far on the resources a
 /// placement controller writes.
 async fn writes(client: &Client) -> anyhow::Result<f64> {
-    let request = http::Request::get("/metrics").body(Vec::new())?;
-    let text = client.request_text(request).await.context("read /metrics")?;
-    Ok(text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-        .filter(|l| {
-            ["POST", "PUT", "PATCH", "DELETE"]
-                .iter()
-                .any(|v| l.contains(&format!("verb=\"{v}\"")))
-        })
-        .filter(|l| {
-            WRITTEN_RESOURCES
-                .iter()
-                .any(|r| l.contains(&format!("resource=\"{r}\"")))
-        })
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum())
+    flotilla_tests::hub_objects::writes(client, &WRITTEN_RESOURCES).await
 }
 
 async fn create<K>(api: &Api<K>, value: Value) -> anyhow::Result<K>
