@@ -9,7 +9,7 @@
 use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
 use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_core::registration::hub::cached::for_registration;
-use flotilla_kube::feed::Feed;
+use flotilla_kube::feed::{Feed, Inputs};
 use kube::{Api, Client, runtime::Controller, runtime::watcher};
 
 /// Every shared feed; controllers subscribe before [`Feeds::run`] starts them.
@@ -30,9 +30,14 @@ impl Feeds {
         }
     }
 
-    /// A controller of every ManagedCluster in the shared cache, woken by any change of one.
-    pub(super) fn cluster_controller(&mut self) -> Controller<ManagedCluster> {
-        let (clusters, changes) = self.clusters.subscribe_all();
+    /// A controller of every ManagedCluster in the shared cache, woken when the part of one
+    /// that `inputs` hashes changes (what its reconcile reads): a cluster is written by
+    /// several controllers and its agent, and each write woke every controller.
+    pub(super) fn cluster_controller(
+        &mut self,
+        inputs: Inputs<ManagedCluster>,
+    ) -> Controller<ManagedCluster> {
+        let (clusters, changes) = self.clusters.subscribe(inputs);
         Controller::for_stream(changes, clusters)
     }
 

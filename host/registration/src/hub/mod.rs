@@ -86,10 +86,22 @@ pub async fn run(client: Client, options: HubOptions) -> Result<()> {
     // Every controller subscribes before the feeds run, so none misses the first list.
     let accept = accept::run(&mut feeds, client.clone(), options.clone());
     let lease = lease::run(&mut feeds, client.clone(), options.clone());
-    let taint = run_on_clusters(&mut feeds, "taint", &client, &options, taint::reconcile);
+    let taint = run_on_clusters(
+        &mut feeds,
+        "taint",
+        (&client, &options),
+        taint::inputs,
+        taint::reconcile,
+    );
     let addon_feature = addon_feature::run(&mut feeds, client.clone(), options.clone());
     let clusterset = clusterset::run(&mut feeds, client.clone(), options.clone());
-    let deletion = run_on_clusters(&mut feeds, "deletion", &client, &options, deletion::reconcile);
+    let deletion = run_on_clusters(
+        &mut feeds,
+        "deletion",
+        (&client, &options),
+        deletion::inputs,
+        deletion::reconcile,
+    );
     // Each on the heap: together they are too large a future for a thread's stack in debug builds.
     use futures::FutureExt as _;
     futures::join!(
@@ -106,20 +118,23 @@ pub async fn run(client: Client, options: HubOptions) -> Result<()> {
     Ok(())
 }
 
-/// Runs `reconcile` as controller `name` over every ManagedCluster, woken by any change of one:
-/// the controllers that watch nothing else (taint, deletion).
+/// How soon a reconcile that found a cache still listing runs again.
+const CACHE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Runs `reconcile` as controller `name` over every ManagedCluster, woken when the part of one
+/// that `inputs` hashes changes: the controllers that watch nothing else (taint, deletion).
 fn run_on_clusters<F, Fut>(
     feeds: &mut feeds::Feeds,
     name: &'static str,
-    client: &Client,
-    options: &HubOptions,
+    (client, options): (&Client, &HubOptions),
+    inputs: flotilla_kube::feed::Inputs<ManagedCluster>,
     reconcile: F,
 ) -> impl Future<Output = ()> + use<F, Fut>
 where
     F: FnMut(std::sync::Arc<ManagedCluster>, std::sync::Arc<Context>) -> Fut,
     Fut: Future<Output = Result<kube::runtime::controller::Action>> + Send + 'static,
 {
-    let controller = feeds.cluster_controller();
+    let controller = feeds.cluster_controller(inputs);
     let context = std::sync::Arc::new(Context::new(client.clone(), options.clone()));
     flotilla_kube::controller::run(name, controller, reconcile, context)
 }
@@ -168,9 +183,6 @@ pub(super) struct Context {
     pub(super) options: HubOptions,
     /// Events on the objects acted on.
     pub(super) events: flotilla_kube::events::Events,
-    /// Since when this controller has read its apiserver without a break (the lease
-    /// controller's; see [`flotilla_core::registration::hub::lease::Sight`]).
-    pub(super) sight: std::sync::Mutex<flotilla_core::registration::hub::lease::Sight>,
 }
 
 impl Context {
@@ -180,9 +192,6 @@ impl Context {
             client,
             options,
             events,
-            sight: std::sync::Mutex::new(flotilla_core::registration::hub::lease::Sight::new(
-                k8s_openapi::jiff::Timestamp::now(),
-            )),
         }
     }
 }

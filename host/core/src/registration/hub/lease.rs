@@ -32,7 +32,8 @@ use flotilla_api::{
     },
 };
 use k8s_openapi::{
-    apimachinery::pkg::apis::meta::v1::Condition,
+    api::coordination::v1::Lease,
+    apimachinery::pkg::apis::meta::v1::{Condition, ManagedFieldsEntry, Time},
     jiff::{SignedDuration, Timestamp},
 };
 
@@ -107,6 +108,11 @@ impl Sight {
         }
     }
 
+    /// Since when the hub has seen its apiserver, as of its last read.
+    pub fn since(&self) -> Timestamp {
+        self.since
+    }
+
     /// A read failed: the hub cannot see its apiserver.
     pub fn lost(&mut self) {
         self.lost = true;
@@ -124,6 +130,39 @@ impl Sight {
         }
         self.since
     }
+}
+
+/// When the agent last renewed `lease`, by its own clock.
+pub fn renewed(lease: &Lease) -> Option<Timestamp> {
+    lease.spec.as_ref()?.renew_time.as_ref().map(|t| t.0)
+}
+
+/// When the apiserver received the latest write of `lease`, by the hub's clock (the newest
+/// `managedFields[].time`).
+pub fn written_at(lease: &Lease) -> Option<Timestamp> {
+    lease
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|f| f.time.as_ref().map(|t| t.0))
+        .max()
+}
+
+/// Keeps of a cached lease what the hub judges it by: its spec and the time of its latest
+/// write, as one managed-fields entry holding only that time.
+pub fn slim(lease: &mut Lease) {
+    let written = written_at(lease);
+    let metadata = &mut lease.metadata;
+    metadata.managed_fields = written.map(|at| {
+        vec![ManagedFieldsEntry {
+            time: Some(Time(at)),
+            ..Default::default()
+        }]
+    });
+    metadata.annotations = None;
+    metadata.labels = None;
+    metadata.owner_references = None;
 }
 
 /// How long to wait from `now` until `expires_at` (zero if already past).
@@ -210,7 +249,6 @@ pub fn clock_synced_condition(
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use rstest::rstest;
 
     use super::*;
@@ -307,6 +345,34 @@ mod tests {
             lease_state(None, 2, sighted, at(201)),
             LeaseState::Fresh { expires_at: at(210) }
         );
+    }
+
+    #[test]
+    fn a_slimmed_lease_keeps_its_renewal_and_its_latest_write() {
+        use k8s_openapi::api::coordination::v1::LeaseSpec;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+        let entry = |seconds, manager: &str| ManagedFieldsEntry {
+            manager: Some(manager.to_owned()),
+            time: Some(Time(at(seconds))),
+            ..Default::default()
+        };
+        let mut lease = Lease {
+            metadata: ObjectMeta {
+                name: Some("managed-cluster-lease".into()),
+                labels: Some([("a".to_owned(), "b".to_owned())].into()),
+                managed_fields: Some(vec![entry(30, "agent"), entry(50, "hub"), entry(40, "x")]),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                renew_time: Some(MicroTime(at(45))),
+                ..Default::default()
+            }),
+        };
+        slim(&mut lease);
+        assert_eq!(renewed(&lease), Some(at(45)));
+        assert_eq!(written_at(&lease), Some(at(50)));
+        assert_eq!(lease.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
+        assert_eq!(lease.metadata.labels, None);
     }
 
     #[test]

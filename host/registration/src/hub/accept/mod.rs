@@ -15,7 +15,12 @@ mod tests;
 
 use std::sync::Arc;
 
-use flotilla_api::cluster::{consts::CLUSTER_NAME_LABEL, v1::ManagedCluster};
+use flotilla_api::cluster::{
+    consts::{CLUSTER_NAME_LABEL, CLUSTER_SET_LABEL, managed_cluster::CONDITION_HUB_ACCEPTED},
+    v1::ManagedCluster,
+};
+use flotilla_core::conditions;
+use flotilla_kube::feed::hash_of;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::{
     Api, Client, Resource, ResourceExt,
@@ -26,6 +31,18 @@ use super::{Context, HubOptions, feeds::Feeds};
 
 pub(super) use reconcile::{namespace_owner, remove_role_bindings};
 
+/// What of a cluster the accept controller reads; the RBAC it writes is watched for drift.
+fn inputs(cluster: &ManagedCluster) -> Option<u64> {
+    let conditions = cluster.status.as_ref().and_then(|s| s.conditions.as_deref());
+    hash_of(&(
+        cluster.metadata.deletion_timestamp.is_some(),
+        &cluster.metadata.finalizers,
+        cluster.labels().get(CLUSTER_SET_LABEL),
+        cluster.spec.hub_accepts_client,
+        conditions::find(conditions.unwrap_or_default(), CONDITION_HUB_ACCEPTED),
+    ))
+}
+
 /// Runs the accept controller until dropped.
 pub(super) fn run(
     feeds: &mut Feeds,
@@ -34,7 +51,7 @@ pub(super) fn run(
 ) -> impl Future<Output = ()> + use<> {
     let labelled = watcher::Config::default().labels(CLUSTER_NAME_LABEL);
     let controller = feeds
-        .cluster_controller()
+        .cluster_controller(inputs)
         .watches(
             Api::<ClusterRole>::all(client.clone()),
             labelled.clone(),

@@ -37,6 +37,15 @@ fn feature_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
     ))
 }
 
+/// What of a cluster the controller reads: its labels and conditions.
+fn cluster_inputs(cluster: &ManagedCluster) -> Option<u64> {
+    hash_of(&(
+        cluster.metadata.deletion_timestamp.is_some(),
+        &cluster.metadata.labels,
+        cluster.status.as_ref().map(|s| &s.conditions),
+    ))
+}
+
 /// Runs the controller until dropped.
 pub(super) fn run(
     feeds: &mut Feeds,
@@ -46,7 +55,7 @@ pub(super) fn run(
     let addons = feeds.addons.namespaces();
     let (_, addon_changes) = feeds.addons.subscribe(feature_inputs);
     let controller = feeds
-        .cluster_controller()
+        .cluster_controller(cluster_inputs)
         .watches_stream(addon_changes, |addon: ManagedClusterAddOn| {
             Some(ObjectRef::<ManagedCluster>::new(&addon.namespace()?))
         });

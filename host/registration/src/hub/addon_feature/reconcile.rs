@@ -14,10 +14,10 @@ use kube::{
 use serde_json::json;
 
 use super::Features;
-use crate::hub::error::{Error, Result};
-
-/// How soon a reconcile that found the add-on feed still listing runs again.
-const CACHE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+use crate::hub::{
+    CACHE_WAIT,
+    error::{Error, Result},
+};
 
 /// Brings one cluster's feature labels in step with its add-ons.
 pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, features: Arc<Features>) -> Result<Action> {

@@ -42,7 +42,10 @@ pub(super) fn run(
     client: Client,
     options: HubOptions,
 ) -> impl Future<Output = ()> + use<> {
-    let (clusters, cluster_changes) = feeds.clusters.subscribe_all();
+    // Membership is a matter of labels alone.
+    let (clusters, cluster_changes) = feeds
+        .clusters
+        .subscribe(|cluster| flotilla_kube::feed::hash_of(&cluster.metadata.labels));
     // `Store::wait_until_ready` wakes only one of several concurrent waiters (it sits on a
     // oneshot receiver), which stalls all but one set's first reconcile; one task waits on
     // it and a watch channel wakes every waiter.
