@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use flotilla_core::addon::permissions::Permission;
 use flotilla_plugin_loader::fetch::oci::{self, RegistryAuth};
 use flotilla_wasm::inspect::Inspection;
 use flotilla_wasm::types::{CsrDecision, FeedbackField, FeedbackValue, HealthStatus, ResourceIdentifier};
@@ -214,11 +215,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .cluster
         .as_deref()
         .context("--cluster (a ManagedCluster YAML) is required for this hook")?;
-    let cluster =
-        inputs::cluster(&read_object(cluster_path)?).with_context(|| cluster_path.display().to_string())?;
+    let cluster = inputs::cluster_from_value(&read_object(cluster_path)?)
+        .with_context(|| cluster_path.display().to_string())?;
     let addon_object =
         addon_object.context("--addon (a ManagedClusterAddOn YAML) is required for this hook")?;
-    let addon = inputs::addon(
+    let addon = inputs::addon_from_value(
         &addon_object,
         &configs,
         plugin.options().default_install_namespace.as_deref(),
@@ -227,11 +228,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     match args.hook {
         Hook::Describe => unreachable!("handled above"),
         Hook::Manifests => {
-            let objects = plugin.manifests(&cluster, &addon, &configs).await?;
+            let manifests = plugin.manifests(&cluster, &addon, &configs).await?;
+            let objects: Vec<&Value> = manifests.iter().map(|m| &m.object).collect();
             print(args.output, &objects)
         }
         Hook::HubPermissions => {
-            let objects = plugin.hub_permissions(&cluster, &addon).await?;
+            let permissions = plugin.hub_permissions(&cluster, &addon).await?;
+            let objects: Vec<Value> = permissions.iter().map(Permission::to_value).collect();
             print(args.output, &objects)
         }
         Hook::ApproveCsr => {

@@ -562,9 +562,9 @@ async fn bad_input_gets_a_clear_condition_and_loses_nothing() {
     // Plugin output that is not a Kubernetes object: each add-on's good revision stays deployed.
     // hostile-malformed picks its answer by the add-on's name.
     let malformed = [
-        ("malformed-not-json", "object 0: not JSON"),
-        ("malformed-no-kind", "object 0: missing apiVersion or kind"),
-        ("malformed-no-name", "object 0: missing metadata.name"),
+        ("malformed-not-json", "manifest 0 is not JSON"),
+        ("malformed-no-kind", "manifest 0 has no kind"),
+        ("malformed-no-name", "manifest 0 has no metadata.name"),
     ];
     let good_revision = push(&fleet, plugins::REVISION_B, "malformed-good");
     for (name, _) in malformed {

@@ -24,6 +24,7 @@ use flotilla_api::plugins::v1alpha1::{
     AddOnPlugin, AddOnPluginSpec, AddOnPluginStatus, ConfigMapSource, OciSource, PluginSource,
     SecretReference,
 };
+use flotilla_core::addon::works::AgentManifest;
 use flotilla_plugin_loader::controller::{self, ControllerConfig};
 use flotilla_plugin_loader::fetch::oci::{self, RegistryAuth};
 use flotilla_test_plugins as plugins;
@@ -35,7 +36,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const NS: &str = "plugin-sources";
 /// The cap the test controller accepts: small enough to refuse a 9 MiB layer quickly.
@@ -760,7 +761,7 @@ async fn a_revision_swap_under_load_never_drops_or_mixes_and_a_bad_revision_keep
                 a.clone(),
             );
             tokio::spawn(async move {
-                let mut seen: Vec<(Digest, Result<Vec<Value>, String>)> = Vec::new();
+                let mut seen: Vec<(Digest, Result<Vec<AgentManifest>, String>)> = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
                     let plugin = registry.require("swap").expect("a revision always serves");
                     let result = plugin.manifests(&c, &a, &[]).await.map_err(|e| e.to_string());
@@ -1057,7 +1058,7 @@ async fn runtime_faults_of_every_hostile_plugin_reach_status_and_quarantine_the_
         .manifests(&cluster("answers"), &addon("faults-trap"), &[])
         .await
         .unwrap();
-    assert_eq!(answered[0]["metadata"]["name"], "answered");
+    assert_eq!(answered[0].name, "answered");
 
     // A new revision lifts a quarantine at once and starts with a clean record. (The first
     // quarantine may be over by now; a call on probation that faults starts the next.)

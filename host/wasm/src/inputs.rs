@@ -1,16 +1,20 @@
 //! Hook inputs from Kubernetes objects: `ManagedCluster` → [`Cluster`], `ManagedClusterAddOn` →
 //! [`Addon`], config objects → [`ResolvedConfig`], `CertificateSigningRequest` → [`Csr`].
 //!
-//! `flotilla plugin run` reads these objects from YAML files; the add-on manager builds the same
-//! records from the objects it watches, so a hook sees the same input either way. Objects are
-//! taken as JSON values so any served version (or a hand-written file) works.
+//! The add-on manager passes the typed objects it watches; `flotilla plugin run` reads the same
+//! kinds from YAML files ([`cluster_from_value`], [`addon_from_value`]), so a hook sees the same
+//! input either way. Configs are taken as JSON values: any kind, any served version.
 //!
 //! A config's `spec-json` is the object's `spec`; for kinds without one (ConfigMap, Secret) it is
 //! the object minus `apiVersion`, `kind`, `metadata` and `status` (for a ConfigMap:
 //! `{"data": {...}}`). `spec-hash` is the object's OCM spec hash
 //! ([`flotilla_core::addon::spec_hash`]), the value the hub writes to `configReferences`.
 
+use std::collections::BTreeMap;
+
 use base64::Engine as _;
+use flotilla_api::addon::v1alpha1::ManagedClusterAddOn;
+use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_core::addon::spec_hash::{UNHASHED_FIELDS, spec_hash};
 use flotilla_core::resources::plural;
 use serde_json::{Map, Value};
@@ -35,17 +39,14 @@ fn err(what: &str, reason: impl Into<String>) -> InputError {
     }
 }
 
-fn pairs(map: Option<&Value>) -> Vec<KeyValue> {
-    map.and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| KeyValue {
-                    key: k.clone(),
-                    value: v.as_str().unwrap_or_default().to_owned(),
-                })
-                .collect()
+fn pairs(map: Option<&BTreeMap<String, String>>) -> Vec<KeyValue> {
+    map.into_iter()
+        .flatten()
+        .map(|(key, value)| KeyValue {
+            key: key.clone(),
+            value: value.clone(),
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 fn name_of(object: &Value, what: &str) -> Result<String, InputError> {
@@ -67,41 +68,39 @@ fn expect_kind(object: &Value, kind: &str, what: &str) -> Result<(), InputError>
     }
 }
 
+/// `object` as a `K` of kind `kind`, with a name.
+fn typed<K: serde::de::DeserializeOwned>(object: &Value, kind: &str) -> Result<K, InputError> {
+    expect_kind(object, kind, kind)?;
+    name_of(object, kind)?;
+    serde_json::from_value(object.clone()).map_err(|e| err(kind, e.to_string()))
+}
+
 /// A `ManagedCluster` as the hooks see it: name, labels, annotations, claims
 /// (`status.clusterClaims`) and `status.version.kubernetes`.
-pub fn cluster(object: &Value) -> Result<Cluster, InputError> {
-    let what = "ManagedCluster";
-    expect_kind(object, what, what)?;
-    let claims = object
-        .pointer("/status/clusterClaims")
-        .and_then(Value::as_array)
-        .map(|claims| {
-            claims
-                .iter()
-                .filter_map(|c| {
-                    Some(KeyValue {
-                        key: c.get("name")?.as_str()?.to_owned(),
-                        value: c
-                            .get("value")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
+pub fn cluster(cluster: &ManagedCluster) -> Cluster {
+    let status = cluster.status.as_ref();
+    Cluster {
+        name: cluster.metadata.name.clone().unwrap_or_default(),
+        labels: pairs(cluster.metadata.labels.as_ref()),
+        annotations: pairs(cluster.metadata.annotations.as_ref()),
+        claims: status
+            .map(|s| {
+                s.cluster_claims
+                    .iter()
+                    .map(|c| KeyValue {
+                        key: c.name.clone(),
+                        value: c.value.clone(),
                     })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(Cluster {
-        name: name_of(object, what)?,
-        labels: pairs(object.pointer("/metadata/labels")),
-        annotations: pairs(object.pointer("/metadata/annotations")),
-        claims,
-        kubernetes_version: object
-            .pointer("/status/version/kubernetes")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        kubernetes_version: status.map(|s| s.version.kubernetes.clone()).unwrap_or_default(),
+    }
+}
+
+/// [`cluster`] of a `ManagedCluster` read from a file.
+pub fn cluster_from_value(object: &Value) -> Result<Cluster, InputError> {
+    typed::<ManagedCluster>(object, "ManagedCluster").map(|c| cluster(&c))
 }
 
 /// A `ManagedClusterAddOn` as the hooks see it. The install namespace is resolved as OCM does:
@@ -109,12 +108,10 @@ pub fn cluster(object: &Value) -> Result<Cluster, InputError> {
 /// `spec.installNamespace`, then `default_namespace` (the plugin's `describe()` default), then
 /// `open-cluster-management-agent-addon`.
 pub fn addon(
-    object: &Value,
+    addon: &ManagedClusterAddOn,
     configs: &[ResolvedConfig],
     default_namespace: Option<&str>,
-) -> Result<Addon, InputError> {
-    let what = "ManagedClusterAddOn";
-    expect_kind(object, what, what)?;
+) -> Addon {
     let from_config = configs
         .iter()
         .rev()
@@ -126,20 +123,27 @@ pub fn addon(
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned)
         });
-    let from_spec = object
-        .pointer("/spec/installNamespace")
-        .and_then(Value::as_str)
+    let from_spec = Some(&addon.spec.install_namespace)
         .filter(|s| !s.is_empty())
-        .map(str::to_owned);
+        .cloned();
     let install_namespace = from_config
         .or(from_spec)
         .or_else(|| default_namespace.map(str::to_owned))
         .unwrap_or_else(|| DEFAULT_INSTALL_NAMESPACE.to_owned());
-    Ok(Addon {
-        name: name_of(object, what)?,
+    Addon {
+        name: addon.metadata.name.clone().unwrap_or_default(),
         install_namespace,
-        annotations: pairs(object.pointer("/metadata/annotations")),
-    })
+        annotations: pairs(addon.metadata.annotations.as_ref()),
+    }
+}
+
+/// [`addon`] of a `ManagedClusterAddOn` read from a file.
+pub fn addon_from_value(
+    object: &Value,
+    configs: &[ResolvedConfig],
+    default_namespace: Option<&str>,
+) -> Result<Addon, InputError> {
+    typed::<ManagedClusterAddOn>(object, "ManagedClusterAddOn").map(|a| addon(&a, configs, default_namespace))
 }
 
 /// A config object (an `AddOnDeploymentConfig`, a ConfigMap, any kind with a `spec`) as a
@@ -246,7 +250,7 @@ mod tests {
 
     #[test]
     fn a_managed_cluster_carries_labels_claims_and_version() {
-        let c = cluster(&json!({
+        let c = cluster_from_value(&json!({
             "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
             "metadata": {"name": "c1", "labels": {"env": "prod"}},
             "status": {"clusterClaims": [{"name": "platform", "value": "AWS"}],
@@ -257,7 +261,9 @@ mod tests {
         assert_eq!(c.labels[0].key, "env");
         assert_eq!(c.claims[0].value, "AWS");
         assert_eq!(c.kubernetes_version, "v1.33.1");
-        assert!(cluster(&json!({"kind": "ConfigMap", "metadata": {"name": "x"}})).is_err());
+        assert!(cluster_from_value(&json!({"kind": "ConfigMap", "metadata": {"name": "x"}})).is_err());
+        let unnamed = json!({"kind": "ManagedCluster", "metadata": {}});
+        assert!(cluster_from_value(&unnamed).is_err());
     }
 
     #[test]
@@ -275,17 +281,16 @@ mod tests {
         .unwrap();
         assert_eq!(adc.group, "addon.open-cluster-management.io");
         assert_eq!(adc.resource, "addondeploymentconfigs");
-        assert_eq!(
-            addon(&mca, &[adc], None).unwrap().install_namespace,
-            "from-config"
-        );
-        assert_eq!(addon(&mca, &[], None).unwrap().install_namespace, "from-spec");
-        let bare = json!({"kind": "ManagedClusterAddOn", "metadata": {"name": "a"}});
-        assert_eq!(addon(&bare, &[], Some("mine")).unwrap().install_namespace, "mine");
-        assert_eq!(
-            addon(&bare, &[], None).unwrap().install_namespace,
-            DEFAULT_INSTALL_NAMESPACE
-        );
+        let namespace = |object: &Value, configs: &[ResolvedConfig], default| {
+            addon_from_value(object, configs, default)
+                .unwrap()
+                .install_namespace
+        };
+        assert_eq!(namespace(&mca, &[adc], None), "from-config");
+        assert_eq!(namespace(&mca, &[], None), "from-spec");
+        let bare = json!({"kind": "ManagedClusterAddOn", "metadata": {"name": "a"}, "spec": {}});
+        assert_eq!(namespace(&bare, &[], Some("mine")), "mine");
+        assert_eq!(namespace(&bare, &[], None), DEFAULT_INSTALL_NAMESPACE);
     }
 
     #[test]

@@ -16,9 +16,10 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
+use flotilla_core::addon::permissions::Permission;
+use flotilla_core::addon::works::AgentManifest;
 use flotilla_core::plugin_faults::{Admission, CallOutcome, FaultBook, FaultSummary};
 
-use serde_json::Value;
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::bindings::{AddonPlugin, AddonPluginPre};
@@ -28,7 +29,7 @@ use crate::state::{CAPTURE_BYTES, CallState, forward_output, truncate};
 use crate::types::{
     Addon, AddonOptions, Cluster, Csr, CsrDecision, FeedbackField, HealthResult, HealthStatus, ResolvedConfig,
 };
-use crate::validate::{check_hub_permissions, check_output_size, parse_objects};
+use crate::validate::{check_output_size, read_manifests, read_permissions};
 use crate::{Digest, Error, Fault, Limits, Result};
 
 /// The exports of the contract.
@@ -434,14 +435,15 @@ impl Plugin {
         &self.options
     }
 
-    /// The objects to apply on `cluster`. A fault or a plugin error is an `Err`; the caller keeps
-    /// its last good ManifestWork.
+    /// The objects to apply on `cluster`, read and checked once (see
+    /// [`flotilla_core::addon::works::validate_manifests`]). A fault, a plugin error or an answer
+    /// refused is an `Err`; the caller keeps its last good ManifestWork.
     pub async fn manifests(
         &self,
         cluster: &Cluster,
         addon: &Addon,
         configs: &[ResolvedConfig],
-    ) -> Result<Vec<Value>> {
+    ) -> Result<Vec<AgentManifest>> {
         let (hook, limits) = (Hook::Manifests, self.caller.limits);
         self.caller
             .call(
@@ -453,15 +455,17 @@ impl Plugin {
                         .await
                 },
                 |answer| match answer {
-                    Ok(raw) => parse_objects(hook, &limits, raw),
+                    Ok(raw) => read_manifests(&limits, &raw),
                     Err(error) => plugin_error(hook, &limits, error),
                 },
             )
             .await
     }
 
-    /// Roles and RoleBindings for the cluster namespace on the hub, checked to stay there.
-    pub async fn hub_permissions(&self, cluster: &Cluster, addon: &Addon) -> Result<Vec<Value>> {
+    /// Roles and RoleBindings for the cluster namespace on the hub, typed and checked to stay
+    /// there ([`flotilla_core::addon::permissions::typed_permissions`]); what they grant is the
+    /// caller's to check.
+    pub async fn hub_permissions(&self, cluster: &Cluster, addon: &Addon) -> Result<Vec<Permission>> {
         let (hook, limits) = (Hook::HubPermissions, self.caller.limits);
         self.caller
             .call(
@@ -473,11 +477,7 @@ impl Plugin {
                         .await
                 },
                 |answer| match answer {
-                    Ok(raw) => {
-                        let objects = parse_objects(hook, &limits, raw)?;
-                        check_hub_permissions(hook, &cluster.name, &objects)?;
-                        Ok(objects)
-                    }
+                    Ok(raw) => read_permissions(&limits, &cluster.name, &raw),
                     Err(error) => plugin_error(hook, &limits, error),
                 },
             )

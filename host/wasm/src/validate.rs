@@ -8,21 +8,22 @@
 //! 4. `describe` runs under the plugin's limits and its answer obeys the registration rules
 //!    ([`check_options`]).
 //!
-//! After each call: output caps and the shape of returned objects (`parse_objects`,
-//! `check_hub_permissions`).
+//! After each call: the answer read once into the hub's types under the output caps
+//! (`read_manifests`, `read_permissions`); callers check nothing again.
 //!
 //! Registration rules and output reading are pure and live in flotilla-core
 //! ([`flotilla_core::addon::plugin_options`], [`flotilla_core::addon::plugin_output`]), where they
 //! are fuzzed without wasmtime; here the generated types become their views and their errors
 //! become this crate's, naming the hook.
 
+use flotilla_core::addon::permissions::Permission;
 use flotilla_core::addon::plugin_options::{
     self as options, ConfigTypeView, JsonPath, OptionsView, ProbeFieldView, RegistrationView,
     ResourceIdentifier, SubjectView,
 };
 use flotilla_core::addon::plugin_output::{self as output, OutputCaps, ReadOutputError};
+use flotilla_core::addon::works::AgentManifest;
 use semver::{Version, VersionReq};
-use serde_json::Value;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -275,14 +276,15 @@ pub(crate) fn check_output_size<'a>(
     output::check_size(limits.max_output_bytes, strings).map_err(|e| output_error(hook, e))
 }
 
-/// The objects a hook returned, capped and shape-checked ([`output::parse_objects`]).
-pub(crate) fn parse_objects(hook: Hook, limits: &Limits, raw: Vec<String>) -> Result<Vec<Value>> {
-    output::parse_objects(caps(limits), &raw).map_err(|e| output_error(hook, e))
+/// A `manifests` answer as agent manifests ([`output::read_manifests`]).
+pub(crate) fn read_manifests(limits: &Limits, raw: &[String]) -> Result<Vec<AgentManifest>> {
+    output::read_manifests(caps(limits), raw).map_err(|e| output_error(Hook::Manifests, e))
 }
 
-/// Hub permissions confined to the cluster namespace ([`output::check_hub_permissions`]).
-pub(crate) fn check_hub_permissions(hook: Hook, cluster: &str, objects: &[Value]) -> Result<()> {
-    output::check_hub_permissions(cluster, objects).map_err(|e| output_error(hook, e))
+/// A `hub-permissions` answer as Roles and RoleBindings in `cluster`'s namespace
+/// ([`output::read_permissions`]).
+pub(crate) fn read_permissions(limits: &Limits, cluster: &str, raw: &[String]) -> Result<Vec<Permission>> {
+    output::read_permissions(caps(limits), cluster, raw).map_err(|e| output_error(Hook::HubPermissions, e))
 }
 
 #[cfg(test)]
@@ -412,13 +414,13 @@ mod tests {
         };
         let ok = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}"#.to_owned();
         assert_eq!(
-            parse_objects(Hook::Manifests, &limits, vec![ok.clone()])
+            read_manifests(&limits, std::slice::from_ref(&ok))
                 .map(|v| v.len())
                 .ok(),
             Some(1)
         );
         assert!(matches!(
-            parse_objects(Hook::Manifests, &limits, vec![ok.clone(), ok.clone()]),
+            read_manifests(&limits, &[ok.clone(), ok.clone()]),
             Err(Error::OutputTooLarge {
                 hook: Hook::Manifests,
                 what: "manifests",
@@ -426,7 +428,7 @@ mod tests {
                 limit: 1
             })
         ));
-        let err = parse_objects(Hook::HubPermissions, &limits, vec!["[]".into()]).unwrap_err();
+        let err = read_permissions(&limits, "c1", &["[]".into()]).unwrap_err();
         assert_eq!(
             err.to_string(),
             "hub-permissions returned invalid output: object 0: not a JSON object"
@@ -440,8 +442,7 @@ mod tests {
                 limit: 64
             })
         ));
-        let objects = parse_objects(Hook::HubPermissions, &limits, vec![ok]).unwrap();
-        let err = check_hub_permissions(Hook::HubPermissions, "c1", &objects).unwrap_err();
+        let err = read_permissions(&limits, "c1", &[ok]).unwrap_err();
         assert!(
             matches!(&err, Error::InvalidOutput { hook: Hook::HubPermissions, reason } if reason.contains("v1 ConfigMap is not")),
             "{err}"

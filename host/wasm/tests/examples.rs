@@ -61,6 +61,7 @@ async fn helloworld_config_renders_from_its_configs_in_the_sandbox() {
         .manifests(&cluster("cluster1"), &addon("helloworld-config"), &configs)
         .await
         .unwrap();
+    let objects = crate::common::json_objects(objects);
     let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(deployment["spec"]["replicas"], 3);
@@ -168,7 +169,7 @@ async fn the_javascript_plugin_runs_every_hook_through_the_host() {
     let configs = [adc(
         json!({"customizedVariables": [{"name": "GREETING", "value": "ahoy"}]}),
     )];
-    let objects = plugin.manifests(&c, &a, &configs).await.unwrap();
+    let objects = crate::common::json_objects(plugin.manifests(&c, &a, &configs).await.unwrap());
     let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
     assert_eq!(kinds, ["ServiceAccount", "Deployment"]);
     assert_eq!(
@@ -215,7 +216,7 @@ async fn the_javascript_plugin_runs_every_hook_through_the_host() {
             "{what} is approved"
         );
     }
-    let rbac = plugin.hub_permissions(&c, &a).await.unwrap();
+    let rbac = crate::common::json_permissions(plugin.hub_permissions(&c, &a).await.unwrap());
     assert!(rbac.iter().all(|o| o["metadata"]["namespace"] == "cluster1"));
 
     let ready = FeedbackField {

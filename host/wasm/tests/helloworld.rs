@@ -29,6 +29,7 @@ async fn manifests_deploy_the_agent_into_the_install_namespace_for_the_cluster()
         .manifests(&cluster("cluster1"), &addon("helloworld"), &[])
         .await
         .unwrap();
+    let objects = crate::common::json_objects(objects);
 
     let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
     assert_eq!(
@@ -65,6 +66,7 @@ async fn hub_permissions_are_a_role_and_binding_in_the_cluster_namespace() {
         .hub_permissions(&cluster("cluster1"), &addon("helloworld"))
         .await
         .unwrap();
+    let objects = crate::common::json_permissions(objects);
     let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
     assert_eq!(kinds, ["Role", "RoleBinding"]);
     assert!(objects.iter().all(|o| o["metadata"]["namespace"] == "cluster1"));

@@ -221,7 +221,7 @@ async fn a_trap_never_poisons_the_next_call_on_the_same_revision() {
             .await
             .unwrap_or_else(|e| panic!("round {round}: the call after a trap failed: {e}"));
         assert_eq!(objects.len(), 1, "round {round}");
-        assert_eq!(objects[0]["metadata"]["name"], "answered", "round {round}");
+        assert_eq!(objects[0].name, "answered", "round {round}");
     }
 }
 
@@ -423,7 +423,7 @@ async fn one_clusters_faults_quarantine_the_plugin_for_that_cluster_only() {
     let objects = ends_within(bound, plugin.manifests(&answering, &a, &[]))
         .await
         .expect("the other clusters are still served");
-    assert_eq!(objects[0]["metadata"]["name"], "answered");
+    assert_eq!(objects[0].name, "answered");
     assert!(
         plugin.faults().quarantined_until.is_none(),
         "the revision is not quarantined"
@@ -652,10 +652,10 @@ async fn manifests_that_are_not_kubernetes_objects_are_invalid_output_naming_wha
     let (c, bound) = (cluster("cluster1"), hang_bound(&limits));
     // The plugin picks its answer by the add-on's name.
     for (name, reason) in [
-        ("m-not-json", "object 0: not JSON"),
-        ("m-no-kind", "object 0: missing apiVersion or kind"),
-        ("m-no-name", "object 0: missing metadata.name"),
-        ("m-array", "object 0: not a JSON object"),
+        ("m-not-json", "manifest 0 is not JSON"),
+        ("m-no-kind", "manifest 0 has no kind"),
+        ("m-no-name", "manifest 0 has no metadata.name"),
+        ("m-array", "manifest 0 is not a JSON object"),
     ] {
         let err = ends_within(bound, plugin.manifests(&c, &addon(name), &[]))
             .await
@@ -695,7 +695,7 @@ async fn a_log_flood_is_bounded_and_the_answer_still_arrives() {
     .await
     .unwrap();
     assert_eq!(objects.len(), 1);
-    assert_eq!(objects[0]["metadata"]["name"], "still-here");
+    assert_eq!(objects[0].name, "still-here");
     let text = common::runtime().render_metrics();
     let dropped = text
         .lines()
@@ -718,7 +718,7 @@ async fn wasi_grants_nothing_no_files_environment_arguments_or_network() {
         .manifests(&cluster("cluster1"), &addon("wasi"), &[])
         .await
         .unwrap();
-    let seen = &objects[0]["data"];
+    let seen = &objects[0].object["data"];
     for probe in [
         "read-dir-root",
         "read-passwd",

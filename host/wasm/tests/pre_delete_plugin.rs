@@ -17,6 +17,7 @@ async fn the_pre_delete_plugin_marks_its_job_as_a_pre_delete_hook() {
         .manifests(&cluster("cluster1"), &addon("pre-delete"), &[])
         .await
         .unwrap();
+    let manifests = crate::common::json_objects(manifests);
     let hook = manifests.iter().find(|m| m["kind"] == "Job").expect("a Job");
     assert!(
         hook.pointer("/metadata/annotations/addon.open-cluster-management.io~1addon-pre-delete")

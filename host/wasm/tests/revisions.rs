@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use common::{addon, cluster, ends_within, runtime};
+use flotilla_core::addon::works::AgentManifest;
 use flotilla_test_plugins as plugins;
 use flotilla_wasm::{Digest, Error, Limits, PluginRegistry, ValidationError};
-use serde_json::Value;
 
 fn bytes(path: &str) -> Vec<u8> {
     std::fs::read(path).expect("plugin component was built")
@@ -43,7 +43,7 @@ async fn calls_under_load_during_a_swap_never_fail_and_never_mix() {
             let (registry, stop, done, c, a) =
                 (registry.clone(), stop.clone(), done.clone(), c.clone(), a.clone());
             tokio::spawn(async move {
-                let mut seen: Vec<(Digest, Result<Vec<Value>, String>)> = Vec::new();
+                let mut seen: Vec<(Digest, Result<Vec<AgentManifest>, String>)> = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
                     // One revision per call: taken once, held until the answer is in.
                     let plugin = registry.require("swap").unwrap();

@@ -10,11 +10,12 @@
 //! ```
 //!
 //! Properties: no panic; the same verdict twice. Objects: the caps hold exactly (more strings
-//! than the count cap, else more bytes than the byte cap, is refused as such, and nothing within
-//! both is), and the objects are accepted exactly when each line, read as untyped JSON, is an
-//! object with string `apiVersion`, `kind` and non-empty `metadata.name`. Hub permissions pass
-//! exactly when each is an `rbac.authorization.k8s.io/v1` Role or RoleBinding whose namespace is
-//! unset, null or the cluster. Describe, as the rules define it: in an accepted answer a
+//! than the count cap, else more bytes than the byte cap, is refused as such). Manifests are
+//! accepted only when each line, read as untyped JSON, is an object with string `apiVersion`,
+//! `kind` and non-empty `metadata.name`, without `generateName`, no object twice; and such lines
+//! well within the caps are accepted, in order. Hub permissions pass exactly when each line is
+//! such an object, an `rbac.authorization.k8s.io/v1` Role or RoleBinding whose namespace is
+//! unset, null or the cluster, that reads as that type. Describe, as the rules define it: in an accepted answer a
 //! kube-client subject is the templated default user (agent `{addon-name}` or `[A-Za-z0-9.-]+`)
 //! with default groups only; a custom-signer subject names `system:` users and groups only
 //! through the templated defaults; so once expanded for cluster `c1` and add-on `hello`, every
@@ -37,11 +38,12 @@
 
 use flotilla_api::addon::consts::managed_cluster_addon as mca;
 use flotilla_core::addon::health::{Verdict, probe_condition};
+use flotilla_core::addon::permissions::{Permission, RBAC_V1};
 use flotilla_core::addon::plugin_options::{
     self as options, ConfigTypeView, JsonPath, OptionsView, ProbeFieldView, RegistrationView,
     ResourceIdentifier, SubjectView,
 };
-use flotilla_core::addon::plugin_output::{self as output, OutputCaps, RBAC_V1, ReadOutputError};
+use flotilla_core::addon::plugin_output::{self as output, OutputCaps, ReadOutputError};
 use flotilla_core::addon::registration::{ADDON_PLACEHOLDER, CLUSTER_PLACEHOLDER};
 use flotilla_core::conditions;
 use k8s_openapi::jiff::Timestamp;
@@ -56,14 +58,14 @@ fuzz_target!(|data: &[u8]| {
     match mode % 4 {
         0 => {
             let lines: Vec<String> = text.split('\n').map(str::to_owned).collect();
-            let _ = read_objects(caps(*knob), &lines);
+            check_manifests(caps(*knob), &lines);
         }
         1 => {
             let mut lines = text.split('\n').map(str::to_owned);
             let cluster = lines.next().unwrap_or_default();
             let lines: Vec<String> = lines.collect();
-            if let Ok(objects) = read_objects(caps(*knob), &lines) {
-                check_hub_permissions(&cluster, &objects, &lines);
+            if read_objects(caps(*knob), &lines).is_ok() {
+                check_hub_permissions(caps(*knob), &cluster, &lines);
             }
         }
         2 => check_describe(&text),
@@ -128,9 +130,71 @@ fn read_objects(caps: OutputCaps, lines: &[String]) -> Result<Vec<Value>, ReadOu
     first
 }
 
-fn check_hub_permissions(cluster: &str, objects: &[Value], lines: &[String]) {
-    let first = output::check_hub_permissions(cluster, objects);
-    assert_eq!(first, output::check_hub_permissions(cluster, objects));
+/// The caps as `read_objects` checks them: `Some(refusal)` when over one.
+fn over_caps(caps: OutputCaps, lines: &[String]) -> Option<ReadOutputError> {
+    let bytes: usize = lines.iter().map(String::len).sum();
+    if lines.len() > caps.max_objects {
+        return Some(ReadOutputError::TooLarge {
+            what: "manifests",
+            actual: lines.len(),
+            limit: caps.max_objects,
+        });
+    }
+    (bytes > caps.max_bytes).then_some(ReadOutputError::TooLarge {
+        what: "bytes",
+        actual: bytes,
+        limit: caps.max_bytes,
+    })
+}
+
+fn check_manifests(caps: OutputCaps, lines: &[String]) {
+    let first = output::read_manifests(caps, lines);
+    assert_eq!(first, output::read_manifests(caps, lines), "two readings differ");
+    if let Some(refusal) = over_caps(caps, lines) {
+        assert_eq!(first, Err(refusal));
+        return;
+    }
+    let values: Vec<Option<Value>> = lines
+        .iter()
+        .map(|l| is_object(l).then(|| serde_json::from_str(l).unwrap()))
+        .collect();
+    let text = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut keys = std::collections::BTreeSet::new();
+    let well_formed = values.iter().all(|v| {
+        v.as_ref().is_some_and(|v| {
+            let key = (
+                text(v, "/apiVersion"),
+                text(v, "/kind"),
+                text(v, "/metadata/namespace"),
+                text(v, "/metadata/name"),
+            );
+            text(v, "/metadata/generateName").is_empty() && keys.insert(key)
+        })
+    });
+    match &first {
+        Ok(manifests) => {
+            assert!(well_formed, "accepted: {lines:?}");
+            assert_eq!(manifests.len(), lines.len());
+            for (manifest, value) in manifests.iter().zip(&values) {
+                assert_eq!(Some(&manifest.object), value.as_ref());
+            }
+        }
+        // Re-encoding as Go does may grow an object up to six times (`<` is `\u003c`).
+        Err(e) => {
+            let bytes: usize = lines.iter().map(String::len).sum();
+            assert!(!(well_formed && bytes * 8 <= caps.max_bytes), "refused: {e:?}");
+        }
+    }
+}
+
+fn check_hub_permissions(caps: OutputCaps, cluster: &str, lines: &[String]) {
+    let first = output::read_permissions(caps, cluster, lines);
+    assert_eq!(first, output::read_permissions(caps, cluster, lines));
     let confined = lines.iter().all(|line| {
         let Ok(o) = serde_json::from_str::<Value>(line) else {
             return false;
@@ -139,11 +203,29 @@ fn check_hub_permissions(cluster: &str, objects: &[Value], lines: &[String]) {
             None | Some(Value::Null) => true,
             Some(ns) => ns.as_str() == Some(cluster),
         };
-        o["apiVersion"].as_str() == Some(RBAC_V1)
-            && matches!(o["kind"].as_str(), Some("Role" | "RoleBinding"))
-            && namespace_ok
+        let typed = match o["kind"].as_str() {
+            Some("Role") => serde_json::from_value::<k8s_openapi::api::rbac::v1::Role>(o.clone()).is_ok(),
+            Some("RoleBinding") => {
+                serde_json::from_value::<k8s_openapi::api::rbac::v1::RoleBinding>(o.clone()).is_ok()
+            }
+            _ => false,
+        };
+        o["apiVersion"].as_str() == Some(RBAC_V1) && namespace_ok && typed
     });
     assert_eq!(first.is_ok(), confined, "{first:?}");
+    if let Ok(permissions) = &first {
+        let kinds: Vec<&str> = permissions.iter().map(Permission::kind).collect();
+        let written: Vec<String> = lines
+            .iter()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["kind"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(kinds, written, "each object keeps its kind, in order");
+    }
 }
 
 // === describe ===

@@ -218,7 +218,7 @@ pub(crate) async fn reconcile(
                 }
                 None => String::new(),
             };
-            found.and_then(|c| crate::registration::plugin_inputs(&c, mca, &namespace).ok())
+            found.map(|c| crate::registration::plugin_inputs(&c, mca, &namespace))
         }
         _ => None,
     };

@@ -41,8 +41,8 @@ use flotilla_core::addon::status::{
 };
 use flotilla_core::addon::works::{
     AddonIdentity, AgentManifest, WORK_SPEC_HASH_ANNOTATION, deploy_work_index, deploy_works,
-    hook_work_completed, manifest_configs, pre_delete_hook, pre_delete_work, validate_manifests,
-    with_crd_defaults, work_spec_hash,
+    hook_work_completed, manifest_configs, pre_delete_hook, pre_delete_work, with_crd_defaults,
+    work_spec_hash,
 };
 use flotilla_core::conditions::{self, NewCondition};
 use flotilla_kube::events::{self, ConditionEvent};
@@ -573,23 +573,9 @@ async fn render_and_apply(
             }
         }
     }
-    let inputs = serde_json::to_value(cluster)
-        .map_err(|e| e.to_string())
-        .and_then(|c| inputs::cluster(&c).map_err(|e| e.to_string()))
-        .and_then(|c| {
-            let a = serde_json::to_value(addon).map_err(|e| e.to_string())?;
-            let default_ns = plugin.options().default_install_namespace.as_deref();
-            inputs::addon(&a, &plugin_configs, default_ns)
-                .map(|a| (c, a))
-                .map_err(|e| e.to_string())
-        });
-    let (cluster_input, addon_input) = match inputs {
-        Ok(inputs) => inputs,
-        Err(e) => {
-            set(status, manifests_not_rendered(&e), now);
-            return Ok(None);
-        }
-    };
+    let cluster_input = inputs::cluster(cluster);
+    let default_ns = plugin.options().default_install_namespace.as_deref();
+    let addon_input = inputs::addon(addon, &plugin_configs, default_ns);
     // The same inputs to the same plugin revision give the same output: the plugin is called
     // only when something it sees changed, not for every status write that wakes this reconcile.
     let key = crate::fingerprint(&[
@@ -626,19 +612,10 @@ async fn render_and_apply(
         .manifests(&cluster_input, &addon_input, &plugin_configs)
         .await;
     drop(permit);
-    let output = match rendered {
-        Ok(output) => output,
-        Err(e) => {
-            tracing::warn!(addon = %name, cluster = %namespace, error = %e, "plugin manifests() failed; last good works kept");
-            set(status, manifests_not_rendered(&e.to_string()), now);
-            return Ok(None);
-        }
-    };
-    let texts: Vec<String> = output.iter().map(Value::to_string).collect();
-    let max_output = plugin.limits().max_output_bytes;
-    let manifests = match validate_manifests(&texts, max_output) {
+    let manifests = match rendered {
         Ok(manifests) => manifests,
         Err(e) => {
+            tracing::warn!(addon = %name, cluster = %namespace, error = %e, "plugin manifests() failed; last good works kept");
             set(status, manifests_not_rendered(&e.to_string()), now);
             return Ok(None);
         }

@@ -129,22 +129,10 @@ async fn probe(
     addon: &ManagedClusterAddOn,
     results: &[FieldResult],
 ) -> Verdict {
-    let inputs = serde_json::to_value(cluster)
-        .map_err(|e| e.to_string())
-        .and_then(|c| inputs::cluster(&c).map_err(|e| e.to_string()))
-        .and_then(|c| {
-            let a = serde_json::to_value(addon).map_err(|e| e.to_string())?;
-            let default_ns = plugin.options().default_install_namespace.as_deref();
-            // Health does not depend on configs; the install namespace falls back to the
-            // add-on's own and the plugin's default.
-            inputs::addon(&a, &[], default_ns)
-                .map(|a| (c, a))
-                .map_err(|e| e.to_string())
-        });
-    let (cluster_input, addon_input) = match inputs {
-        Ok(inputs) => inputs,
-        Err(e) => return Verdict::Unknown(format!("probe-health not called: {e}")),
-    };
+    let default_ns = plugin.options().default_install_namespace.as_deref();
+    // Health does not depend on configs; the install namespace falls back to the add-on's own
+    // and the plugin's default.
+    let (cluster_input, addon_input) = (inputs::cluster(cluster), inputs::addon(addon, &[], default_ns));
     let fields = feedback_fields(results);
     let result = plugin.probe_health(&cluster_input, &addon_input, &fields).await;
     match result.status {

@@ -226,13 +226,12 @@ async fn permissions(
     regs: &[RegistrationConfig],
 ) -> std::result::Result<(), Failure> {
     let (name, namespace) = (addon.name_any(), addon.namespace().unwrap_or_default());
-    let (cluster_input, addon_input) =
-        plugin_inputs(cluster, addon, install_namespace).map_err(Failure::Refused)?;
+    let (cluster_input, addon_input) = plugin_inputs(cluster, addon, install_namespace);
     let objects = plugin
         .hub_permissions(&cluster_input, &addon_input)
         .await
         .map_err(|e| Failure::Refused(format!("hub-permissions: {e}")))?;
-    let checked = check_permissions(&objects, &namespace, &name, regs)
+    let checked = check_permissions(objects, &namespace, &name, regs)
         .map_err(|e| Failure::Forbidden(format!("hub-permissions: {e}")))?;
     let objects: Vec<Value> = checked.objects.iter().map(Permission::to_value).collect();
 
@@ -370,13 +369,10 @@ pub(crate) fn plugin_inputs(
     cluster: &ManagedCluster,
     addon: &ManagedClusterAddOn,
     install_namespace: &str,
-) -> std::result::Result<(flotilla_wasm::types::Cluster, flotilla_wasm::types::Addon), String> {
-    let c = serde_json::to_value(cluster).map_err(|e| e.to_string())?;
-    let a = serde_json::to_value(addon).map_err(|e| e.to_string())?;
-    let cluster = inputs::cluster(&c).map_err(|e| e.to_string())?;
-    let mut addon = inputs::addon(&a, &[], Some(install_namespace)).map_err(|e| e.to_string())?;
+) -> (flotilla_wasm::types::Cluster, flotilla_wasm::types::Addon) {
+    let mut addon = inputs::addon(addon, &[], Some(install_namespace));
     addon.install_namespace = install_namespace.to_owned();
-    Ok((cluster, addon))
+    (inputs::cluster(cluster), addon)
 }
 
 /// Deletes the add-on's Roles and RoleBindings in `namespace` that are not in `keep`.

@@ -4,7 +4,9 @@
 //! the checks did not read reaches the apiserver).
 //!
 //! ```text
-//!  hub-permissions() objects ──check_permissions──▶ Roles: namespace, rules (check_rules)
+//!  hub-permissions() objects ──typed_permissions──▶ rbac v1 Roles and RoleBindings in the
+//!                                                   cluster namespace
+//!                            ──check_permissions──▶ Roles: rules (check_rules)
 //!                                                   RoleBindings: subjects = this cluster's
 //!                                                     agent of this add-on; roleRef = a Role
 //!                                                     of the answer or a ClusterRole ─┐
@@ -35,6 +37,9 @@ use super::registration::cluster_addon_group;
 
 /// API group of Roles, RoleBindings and their references.
 pub const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// The API version hub permissions must have.
+pub const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
 
 /// Verbs that grant privileges rather than access: writing roles beyond one's own
 /// (`escalate`), binding roles one does not hold (`bind`), acting as another identity
@@ -107,10 +112,50 @@ pub struct Checked {
     pub cluster_roles: BTreeSet<String>,
 }
 
-/// Checks a `hub-permissions` answer for `addon` on `cluster`, whose registrations are
-/// `registrations`:
+/// Reads a `hub-permissions` answer's objects (JSON objects with `apiVersion`, `kind` and
+/// `metadata.name`, as [`super::plugin_output::parse_objects`] returns them) for `cluster` as the
+/// apiserver will: only `rbac.authorization.k8s.io/v1` Roles and RoleBindings, with a name, in
+/// the cluster namespace (`metadata.namespace` unset, null or the cluster's), each typed.
 ///
-/// - only `rbac.authorization.k8s.io/v1` Roles and RoleBindings, in the cluster namespace;
+/// The error names the object and what is wrong with it.
+pub fn typed_permissions(objects: &[Value], cluster: &str) -> Result<Vec<Permission>, String> {
+    objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let text = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or_default();
+            let (api_version, kind, name) = (text("/apiVersion"), text("/kind"), text("/metadata/name"));
+            let what = format!("object {i} ({kind} {name:?})");
+            if api_version != RBAC_V1 || !matches!(kind, "Role" | "RoleBinding") {
+                return Err(format!(
+                    "{what}: {api_version} {kind} is not an {RBAC_V1} Role or RoleBinding"
+                ));
+            }
+            if name.is_empty() {
+                return Err(format!("{what}: has no metadata.name"));
+            }
+            match o.pointer("/metadata/namespace") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(ns)) if ns == cluster => {}
+                Some(other) => {
+                    return Err(format!(
+                        "{what}: namespace {other} is not the cluster namespace {cluster:?}"
+                    ));
+                }
+            }
+            if kind == "Role" {
+                serde_json::from_value::<Role>(o.clone()).map(Permission::Role)
+            } else {
+                serde_json::from_value::<RoleBinding>(o.clone()).map(Permission::RoleBinding)
+            }
+            .map_err(|e| format!("{what}: not a valid {kind}: {e}"))
+        })
+        .collect()
+}
+
+/// Checks a `hub-permissions` answer for `addon` on `cluster` ([`typed_permissions`]), whose
+/// registrations are `registrations`:
+///
 /// - every Role's rules pass [`check_rules`];
 /// - a RoleBinding's subjects are this cluster's agent of this add-on only: a kube-client
 ///   registration's user, or the per-cluster add-on group
@@ -122,7 +167,7 @@ pub struct Checked {
 ///
 /// The error names the object and the rule it breaks.
 pub fn check_permissions(
-    objects: &[Value],
+    objects: Vec<Permission>,
     cluster: &str,
     addon: &str,
     registrations: &[RegistrationConfig],
@@ -134,38 +179,9 @@ pub fn check_permissions(
         .collect();
     let group = cluster_addon_group(cluster, addon);
     let mut checked = Checked {
-        objects: Vec::with_capacity(objects.len()),
+        objects,
         cluster_roles: BTreeSet::new(),
     };
-    for (i, o) in objects.iter().enumerate() {
-        let text = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or_default();
-        let (api_version, kind, name) = (text("/apiVersion"), text("/kind"), text("/metadata/name"));
-        let what = format!("object {i} ({kind} {name:?})");
-        if api_version != "rbac.authorization.k8s.io/v1" || !matches!(kind, "Role" | "RoleBinding") {
-            return Err(format!(
-                "{what}: {api_version} {kind} is not an rbac.authorization.k8s.io/v1 Role or RoleBinding"
-            ));
-        }
-        if name.is_empty() {
-            return Err(format!("{what}: has no metadata.name"));
-        }
-        match o.pointer("/metadata/namespace") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(ns)) if ns == cluster => {}
-            Some(other) => {
-                return Err(format!(
-                    "{what}: namespace {other} is not the cluster namespace {cluster:?}"
-                ));
-            }
-        }
-        let typed = if kind == "Role" {
-            serde_json::from_value::<Role>(o.clone()).map(Permission::Role)
-        } else {
-            serde_json::from_value::<RoleBinding>(o.clone()).map(Permission::RoleBinding)
-        }
-        .map_err(|e| format!("{what}: not a valid {kind}: {e}"))?;
-        checked.objects.push(typed);
-    }
     let roles: BTreeSet<&str> = checked
         .objects
         .iter()

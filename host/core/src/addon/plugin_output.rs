@@ -1,17 +1,21 @@
-//! Reading what a plugin's hooks return: the caps on its strings, the Kubernetes objects its
-//! `manifests` and `hub-permissions` give as JSON text, and the rule that keeps hub permissions
-//! inside the cluster namespace.
+//! Reading what a plugin's hooks return, once, into the types the hub works with: the caps on
+//! its strings, the agent manifests `manifests` gives and the Roles and RoleBindings
+//! `hub-permissions` gives, as JSON text.
 //!
 //! ```text
-//!  hook result (strings) ──count cap, byte cap──▶ JSON object each, with apiVersion, kind,
-//!      metadata.name ──▶ manifests
-//!                    └──▶ rbac v1 Role/RoleBinding in the cluster namespace ──▶ hub permissions
+//!  manifests (strings) ───────read_manifests──▶ Vec<AgentManifest>   (works::validate_manifests)
+//!  hub-permissions (strings) ─read_permissions─▶ Vec<Permission>     (parse_objects, then
+//!                                                                     permissions::typed_permissions)
 //! ```
 //!
 //! Every string comes from a sandboxed plugin, so nothing here trusts its shape. The plugin host
-//! (flotilla-wasm) names the hook when it reports a [`ReadOutputError`].
+//! (flotilla-wasm) calls these on each answer and names the hook when it reports a
+//! [`ReadOutputError`]; its callers get typed, checked output and check nothing again.
 
 use serde_json::Value;
+
+use super::permissions::{Permission, typed_permissions};
+use super::works::{AgentManifest, ManifestError, validate_manifests};
 
 /// The output caps of one call: a plugin's `spec.limits` as the host applies them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,9 +46,6 @@ pub enum ReadOutputError {
         reason: String,
     },
 }
-
-/// The API version hub permissions must have.
-pub const RBAC_V1: &str = "rbac.authorization.k8s.io/v1";
 
 /// Refuses strings whose bytes together exceed `max_bytes` (the sum saturates, so no count of
 /// strings wraps it below the cap).
@@ -101,37 +102,42 @@ pub fn parse_objects(caps: OutputCaps, raw: &[String]) -> Result<Vec<Value>, Rea
         .collect()
 }
 
-/// Hub permissions may only be `rbac.authorization.k8s.io/v1` Roles and RoleBindings in the
-/// cluster namespace (`metadata.namespace` unset or equal to the cluster name). The hub applies
-/// them with its own identity, so anything else would let a plugin act outside its cluster.
-pub fn check_hub_permissions(cluster: &str, objects: &[Value]) -> Result<(), ReadOutputError> {
-    for (i, o) in objects.iter().enumerate() {
-        let invalid = |reason: String| ReadOutputError::Invalid {
-            reason: format!("object {i}: {reason}"),
-        };
-        let api_version = o.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
-        let kind = o.get("kind").and_then(Value::as_str).unwrap_or_default();
-        if api_version != RBAC_V1 || !matches!(kind, "Role" | "RoleBinding") {
-            return Err(invalid(format!(
-                "{api_version} {kind} is not an {RBAC_V1} Role or RoleBinding"
-            )));
-        }
-        match o.pointer("/metadata/namespace") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(ns)) if ns == cluster => {}
-            Some(other) => {
-                return Err(invalid(format!(
-                    "namespace {other} is not the cluster namespace {cluster:?}"
-                )));
-            }
-        }
-    }
-    Ok(())
+/// A `manifests` answer as agent manifests ([`validate_manifests`]): over a cap is
+/// [`ReadOutputError::TooLarge`], anything else refused is [`ReadOutputError::Invalid`].
+pub fn read_manifests(caps: OutputCaps, raw: &[String]) -> Result<Vec<AgentManifest>, ReadOutputError> {
+    validate_manifests(raw, caps).map_err(|e| match e {
+        ManifestError::TooMany { count, limit } => ReadOutputError::TooLarge {
+            what: "manifests",
+            actual: count,
+            limit,
+        },
+        ManifestError::OutputTooLarge { size, limit } => ReadOutputError::TooLarge {
+            what: "bytes",
+            actual: size,
+            limit,
+        },
+        other => ReadOutputError::Invalid {
+            reason: other.to_string(),
+        },
+    })
+}
+
+/// A `hub-permissions` answer for `cluster` as typed Roles and RoleBindings confined to the
+/// cluster namespace ([`parse_objects`], then [`typed_permissions`]): the hub applies them with
+/// its own identity, so anything else would let a plugin act outside its cluster.
+pub fn read_permissions(
+    caps: OutputCaps,
+    cluster: &str,
+    raw: &[String],
+) -> Result<Vec<Permission>, ReadOutputError> {
+    let objects = parse_objects(caps, raw)?;
+    typed_permissions(&objects, cluster).map_err(|reason| ReadOutputError::Invalid { reason })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::addon::permissions::RBAC_V1;
 
     const CAPS: OutputCaps = OutputCaps {
         max_bytes: 1 << 20,
@@ -144,11 +150,15 @@ mod tests {
             serde_json::json!({"apiVersion": RBAC_V1, "kind": kind,
                 "metadata": {"name": "r", "namespace": ns}})
         };
-        assert!(check_hub_permissions("c1", &[role("c1", "Role")]).is_ok());
-        assert!(check_hub_permissions("c1", &[role("c2", "RoleBinding")]).is_err());
-        assert!(check_hub_permissions("c1", &[role("c1", "ClusterRole")]).is_err());
+        let read = |object: serde_json::Value| read_permissions(CAPS, "c1", &[object.to_string()]);
+        assert!(matches!(
+            read(role("c1", "Role")).as_deref(),
+            Ok([Permission::Role(_)])
+        ));
+        assert!(read(role("c2", "RoleBinding")).is_err());
+        assert!(read(role("c1", "ClusterRole")).is_err());
         let unset = serde_json::json!({"apiVersion": RBAC_V1, "kind": "Role", "metadata": {"name": "r"}});
-        assert!(check_hub_permissions("c1", &[unset]).is_ok());
+        assert!(read(unset).is_ok());
     }
 
     #[test]

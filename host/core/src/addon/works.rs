@@ -35,6 +35,7 @@ use serde_json::Value;
 
 use super::configs::config_spec_hash_annotation;
 use super::go_json::{self, GoJsonError};
+use super::plugin_output::OutputCaps;
 use crate::conditions;
 
 /// Share of [`MAX_MANIFESTS_SIZE`] a deploy work is filled to before a new one is opened (OCM's
@@ -43,11 +44,6 @@ pub const DEPLOY_WORK_FILL_RATIO: f64 = 0.8;
 
 /// Bytes of manifests a deploy work is filled with: 80 % of 500 KiB, as OCM computes it.
 pub const DEPLOY_WORK_MANIFEST_LIMIT: usize = (MAX_MANIFESTS_SIZE as f64 * DEPLOY_WORK_FILL_RATIO) as usize;
-
-/// Largest total plugin output accepted for one add-on on one cluster (the JSON of all its
-/// objects) when the caller has no tighter bound: twenty full works. Callers normally pass the
-/// plugin's own `limits.maxOutputBytes`, which the plugin host enforces on the raw output too.
-pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 20 * MAX_MANIFESTS_SIZE;
 
 /// API version of the ManagedClusterAddOn owner reference OCM puts on deploy works.
 pub const OWNER_API_VERSION: &str = "addon.open-cluster-management.io/v1beta1";
@@ -134,6 +130,14 @@ pub enum ManifestError {
         /// The limit.
         limit: usize,
     },
+    /// More manifests than accepted.
+    #[error("the plugin output holds {count} manifests, over the limit of {limit}")]
+    TooMany {
+        /// How many the output holds.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// The whole output is bigger than accepted.
     #[error("the plugin output exceeds the {limit}-byte limit (at least {size} bytes)")]
     OutputTooLarge {
@@ -200,13 +204,25 @@ fn string_field<'a>(object: &'a Value, path: &[&str]) -> Option<&'a str> {
         .filter(|s| !s.is_empty())
 }
 
-/// Checks a plugin's output: every entry must be a JSON object with `apiVersion`, `kind` and
-/// `metadata.name`, no `generateName`, no object twice, none over [`MAX_MANIFESTS_SIZE`] and at
-/// most `max_output_bytes` in all.
-pub fn validate_manifests(
-    output: &[String],
-    max_output_bytes: usize,
-) -> Result<Vec<AgentManifest>, ManifestError> {
+/// Checks a plugin's `manifests` output, the one reading of it: at most `caps.max_objects`
+/// entries and `caps.max_bytes` bytes (checked before any is parsed); every entry a JSON object
+/// with `apiVersion`, `kind` and `metadata.name`, no `generateName`, no object twice, none over
+/// [`MAX_MANIFESTS_SIZE`] and at most `caps.max_bytes` in all as Go encodes them.
+pub fn validate_manifests(output: &[String], caps: OutputCaps) -> Result<Vec<AgentManifest>, ManifestError> {
+    if output.len() > caps.max_objects {
+        return Err(ManifestError::TooMany {
+            count: output.len(),
+            limit: caps.max_objects,
+        });
+    }
+    let raw = output.iter().map(String::len).fold(0, usize::saturating_add);
+    if raw > caps.max_bytes {
+        return Err(ManifestError::OutputTooLarge {
+            size: raw,
+            limit: caps.max_bytes,
+        });
+    }
+    let max_output_bytes = caps.max_bytes;
     let mut manifests: Vec<AgentManifest> = Vec::with_capacity(output.len());
     let mut seen: BTreeMap<(String, String, String, String), usize> = BTreeMap::new();
     let mut total = 0usize;
@@ -845,9 +861,14 @@ mod tests {
         json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": "ns"}})
     }
 
+    const CAPS: OutputCaps = OutputCaps {
+        max_bytes: 20 * MAX_MANIFESTS_SIZE,
+        max_objects: 1000,
+    };
+
     fn validated(objects: &[Value]) -> Vec<AgentManifest> {
         let output: Vec<String> = objects.iter().map(Value::to_string).collect();
-        validate_manifests(&output, DEFAULT_MAX_OUTPUT_BYTES).unwrap()
+        validate_manifests(&output, CAPS).unwrap()
     }
 
     /// A ConfigMap whose JSON is about `bytes` long.
@@ -878,14 +899,14 @@ mod tests {
     )]
     fn bad_output_is_refused_naming_the_manifest(#[case] text: &str, #[case] message: &str) {
         let output = vec![text.to_owned()];
-        let error = validate_manifests(&output, DEFAULT_MAX_OUTPUT_BYTES).unwrap_err();
+        let error = validate_manifests(&output, CAPS).unwrap_err();
         assert!(error.to_string().starts_with(message), "{error}");
     }
 
     #[test]
     fn the_index_of_the_bad_manifest_is_reported() {
         let output = vec![object("Pod", "a").to_string(), "{}".to_owned()];
-        let error = validate_manifests(&output, DEFAULT_MAX_OUTPUT_BYTES).unwrap_err();
+        let error = validate_manifests(&output, CAPS).unwrap_err();
         assert_eq!(
             error,
             ManifestError::MissingField {
@@ -898,7 +919,7 @@ mod tests {
     #[test]
     fn a_repeated_object_is_refused() {
         let output = vec![object("Pod", "a").to_string(), object("Pod", "a").to_string()];
-        let error = validate_manifests(&output, DEFAULT_MAX_OUTPUT_BYTES).unwrap_err();
+        let error = validate_manifests(&output, CAPS).unwrap_err();
         assert!(
             matches!(
                 error,
@@ -915,17 +936,38 @@ mod tests {
     #[test]
     fn output_over_the_size_limits_is_refused() {
         let one = vec![big("huge", MAX_MANIFESTS_SIZE).to_string()];
-        let error = validate_manifests(&one, DEFAULT_MAX_OUTPUT_BYTES).unwrap_err();
+        let error = validate_manifests(&one, CAPS).unwrap_err();
         assert!(
             matches!(error, ManifestError::TooLarge { index: 0, .. }),
             "{error}"
         );
 
         let many: Vec<String> = (0..3).map(|i| big(&format!("c{i}"), 1000).to_string()).collect();
-        let error = validate_manifests(&many, 2500).unwrap_err();
+        let small = OutputCaps {
+            max_bytes: 2500,
+            ..CAPS
+        };
+        let error = validate_manifests(&many, small).unwrap_err();
         assert!(
             matches!(error, ManifestError::OutputTooLarge { limit: 2500, .. }),
             "{error}"
+        );
+        // Counted before any is parsed: raw bytes, then the number of entries.
+        let junk = vec!["x".repeat(2501)];
+        assert_eq!(
+            validate_manifests(&junk, small),
+            Err(ManifestError::OutputTooLarge {
+                size: 2501,
+                limit: 2500
+            })
+        );
+        let two = OutputCaps {
+            max_objects: 2,
+            ..CAPS
+        };
+        assert_eq!(
+            validate_manifests(&vec!["junk".to_owned(); 3], two),
+            Err(ManifestError::TooMany { count: 3, limit: 2 })
         );
     }
 

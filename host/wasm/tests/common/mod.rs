@@ -10,8 +10,20 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use flotilla_core::addon::permissions::Permission;
+use flotilla_core::addon::works::AgentManifest;
 use flotilla_wasm::types::{Addon, Cluster, Csr, KeyValue};
 use flotilla_wasm::{Limits, Plugin, Runtime, RuntimeConfig};
+
+/// A `manifests` answer's objects as JSON.
+pub fn json_objects(manifests: Vec<AgentManifest>) -> Vec<serde_json::Value> {
+    manifests.into_iter().map(|m| m.object).collect()
+}
+
+/// A `hub-permissions` answer's objects as JSON.
+pub fn json_permissions(permissions: Vec<Permission>) -> Vec<serde_json::Value> {
+    permissions.iter().map(Permission::to_value).collect()
+}
 
 /// The runtime shared by the tests of one binary.
 pub fn runtime() -> Runtime {

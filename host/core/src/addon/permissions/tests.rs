@@ -55,7 +55,12 @@ fn own_group() -> String {
 }
 
 fn check(objects: &[Value]) -> Result<Checked, String> {
-    check_permissions(objects, "c1", "hello", &hello_registrations())
+    check_permissions(
+        typed_permissions(objects, "c1")?,
+        "c1",
+        "hello",
+        &hello_registrations(),
+    )
 }
 
 fn cluster_role(rules: Value) -> ClusterRole {
