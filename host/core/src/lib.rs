@@ -14,6 +14,7 @@ pub mod plugin_faults;
 pub mod plugin_sources;
 pub mod rate;
 pub mod registration;
+pub mod report;
 pub mod resources;
 pub mod rollout;
 pub mod selector;

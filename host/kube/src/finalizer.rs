@@ -1,4 +1,4 @@
-//! Adding and removing one finalizer. The patch replaces the whole list but carries the
+//! The one way finalizers are written. The patch replaces the whole list but carries the
 //! object's `resourceVersion`, so a concurrent change fails with 409 Conflict (retried at once
 //! by the backoff policy) instead of silently dropping someone else's finalizer.
 
@@ -20,51 +20,58 @@ pub fn has<K: Resource>(object: &K, finalizer: &str) -> bool {
         .is_some_and(|f| f.iter().any(|x| x == finalizer))
 }
 
-/// Adds `finalizer` to `object` if missing. Returns whether a write happened.
-pub async fn add<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<bool>
+/// Sets the object's finalizers to `desired`; no write when they are already that. Returns
+/// the object as written.
+pub async fn replace<K>(api: &Api<K>, object: &K, desired: Vec<String>) -> Result<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    if has(object, finalizer) {
-        return Ok(false);
+    if object.meta().finalizers.as_deref().unwrap_or_default() == desired.as_slice() {
+        return Ok(object.clone());
     }
-    let current = object.meta().finalizers.clone();
-    let mut desired = current.clone().unwrap_or_default();
-    desired.push(finalizer.to_owned());
-    write(api, object, current, desired).await?;
-    Ok(true)
-}
-
-/// Removes `finalizer` from `object` if present. Returns whether a write happened.
-pub async fn remove<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<bool>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    if !has(object, finalizer) {
-        return Ok(false);
-    }
-    let current = object.meta().finalizers.clone();
-    let desired: Vec<String> = current
-        .iter()
-        .flatten()
-        .filter(|f| *f != finalizer)
-        .cloned()
-        .collect();
-    write(api, object, current, desired).await?;
-    Ok(true)
-}
-
-async fn write<K>(api: &Api<K>, object: &K, _current: Option<Vec<String>>, desired: Vec<String>) -> Result<()>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
-{
     let name = object.name_any();
-    let kind = K::kind(&()).into_owned();
     let patch = json!({
         "metadata": { "resourceVersion": object.meta().resource_version, "finalizers": desired },
     });
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|source| Error::Finalizer { kind, name, source })?;
-    Ok(())
+        .map_err(|source| Error::Finalizer {
+            kind: K::kind(&()).into_owned(),
+            name,
+            source,
+        })
+}
+
+/// Adds `finalizer` to `object` if missing. Returns the object as written, `None` when it
+/// already carried it (nothing written).
+pub async fn add<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<Option<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    if has(object, finalizer) {
+        return Ok(None);
+    }
+    let mut desired = object.meta().finalizers.clone().unwrap_or_default();
+    desired.push(finalizer.to_owned());
+    replace(api, object, desired).await.map(Some)
+}
+
+/// Removes every one of `finalizers` from `object`, in one write. Returns the object as
+/// written, `None` when it carried none of them (nothing written).
+pub async fn remove<K>(api: &Api<K>, object: &K, finalizers: &[&str]) -> Result<Option<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    if !finalizers.iter().any(|f| has(object, f)) {
+        return Ok(None);
+    }
+    let desired: Vec<String> = object
+        .meta()
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| !finalizers.contains(&f.as_str()))
+        .cloned()
+        .collect();
+    replace(api, object, desired).await.map(Some)
 }

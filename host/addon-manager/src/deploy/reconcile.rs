@@ -323,27 +323,15 @@ async fn plugin_registered(client: &kube::Client, addon: &str) -> Result<bool> {
         .any(|p| crate::plugin::addon_name(p) == addon))
 }
 
-/// Replaces the add-on's finalizers with `finalizers` (None: nothing to write), guarded by its
-/// resourceVersion.
+/// Replaces the add-on's finalizers with `finalizers` (None: nothing to write).
 async fn write_finalizers(
     api: &Api<ManagedClusterAddOn>,
     addon: &ManagedClusterAddOn,
     finalizers: Option<Vec<String>>,
 ) -> Result<()> {
-    let Some(finalizers) = finalizers else {
-        return Ok(());
-    };
-    let patch = serde_json::json!({"metadata": {
-        "resourceVersion": addon.resource_version(),
-        "finalizers": finalizers,
-    }});
-    api.patch(&addon.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(error::write(format!(
-            "finalizers of ManagedClusterAddOn {}/{}",
-            addon.namespace().unwrap_or_default(),
-            addon.name_any()
-        )))?;
+    if let Some(finalizers) = finalizers {
+        flotilla_kube::finalizer::replace(api, addon, finalizers).await?;
+    }
     Ok(())
 }
 

@@ -37,6 +37,7 @@ use super::configs::config_spec_hash_annotation;
 use super::go_json::{self, GoJsonError};
 use super::plugin_output::OutputCaps;
 use crate::conditions;
+use crate::resources::ResourceKey;
 
 /// Share of [`MAX_MANIFESTS_SIZE`] a deploy work is filled to before a new one is opened (OCM's
 /// work builder threshold).
@@ -186,13 +187,13 @@ impl AgentManifest {
     }
 
     /// Identity used to keep an object in the work it is already in.
-    fn key(&self) -> (String, String, String, String) {
-        (
-            self.api_version.clone(),
-            self.kind.clone(),
-            self.namespace.clone(),
-            self.name.clone(),
-        )
+    fn key(&self) -> ResourceKey {
+        ResourceKey {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
     }
 }
 
@@ -224,7 +225,7 @@ pub fn validate_manifests(output: &[String], caps: OutputCaps) -> Result<Vec<Age
     }
     let max_output_bytes = caps.max_bytes;
     let mut manifests: Vec<AgentManifest> = Vec::with_capacity(output.len());
-    let mut seen: BTreeMap<(String, String, String, String), usize> = BTreeMap::new();
+    let mut seen: BTreeMap<ResourceKey, usize> = BTreeMap::new();
     let mut total = 0usize;
     for (index, text) in output.iter().enumerate() {
         let object: Value = serde_json::from_str(text).map_err(|e| ManifestError::NotJson {
@@ -584,8 +585,7 @@ pub fn deploy_works(
             let mut kept = Vec::new();
             let mut used = 0;
             for old in work_objects(work) {
-                let key = (old.api_version, old.kind, old.namespace, old.name);
-                if let Some(m) = required.remove(&key) {
+                if let Some(m) = required.remove(&old.key()) {
                     kept.push(m.object.clone());
                     used += m.size;
                 }
@@ -700,7 +700,12 @@ pub struct WorkObject {
 impl WorkObject {
     /// The object's identity and replicas; None without apiVersion, kind or name.
     fn of(object: &Value) -> Option<Self> {
-        let (api_version, kind, namespace, name) = manifest_key(object)?;
+        let ResourceKey {
+            api_version,
+            kind,
+            namespace,
+            name,
+        } = ResourceKey::of(object)?;
         Some(Self {
             api_version,
             kind,
@@ -713,6 +718,16 @@ impl WorkObject {
     /// The API group of the object ("" for the core group).
     pub fn group(&self) -> &str {
         self.api_version.split_once('/').map_or("", |(group, _)| group)
+    }
+
+    /// The object's identity.
+    pub fn key(self) -> ResourceKey {
+        ResourceKey {
+            api_version: self.api_version,
+            kind: self.kind,
+            namespace: self.namespace,
+            name: self.name,
+        }
     }
 }
 
@@ -752,17 +767,6 @@ pub fn keep_only_work_objects(work: &mut ManifestWork) {
         .get_or_insert_with(Default::default)
         .insert(WORK_OBJECTS_ANNOTATION.to_owned(), text);
     work.spec.workload.manifests = Vec::new();
-}
-
-fn manifest_key(object: &Value) -> Option<(String, String, String, String)> {
-    Some((
-        string_field(object, &["apiVersion"])?.to_owned(),
-        string_field(object, &["kind"])?.to_owned(),
-        string_field(object, &["metadata", "namespace"])
-            .unwrap_or_default()
-            .to_owned(),
-        string_field(object, &["metadata", "name"])?.to_owned(),
-    ))
 }
 
 /// The pre-delete hook work of `addon` (`addon-<name>-pre-delete`, WellKnownStatus feedback for

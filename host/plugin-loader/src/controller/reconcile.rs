@@ -28,10 +28,13 @@ pub async fn reconcile(plugin: Arc<AddOnPlugin>, ctx: Arc<Context>) -> Result<Ac
 
     if plugin.metadata.deletion_timestamp.is_some() {
         unload(&ctx, &name);
-        flotilla_kube::finalizer::remove(&api, &plugin, FINALIZER).await?;
+        flotilla_kube::finalizer::remove(&api, &plugin, &[FINALIZER]).await?;
         return Ok(Action::await_change());
     }
-    if flotilla_kube::finalizer::add(&api, &plugin, FINALIZER).await? {
+    if flotilla_kube::finalizer::add(&api, &plugin, FINALIZER)
+        .await?
+        .is_some()
+    {
         // The write changes the object; the watch brings it back with the finalizer.
         return Ok(Action::await_change());
     }

@@ -442,7 +442,7 @@ fn classify(e: OciDistributionError, registry: &str, reference: &str, stage: Sta
         OciDistributionError::RequestError(re) if re.is_connect() || re.is_timeout() => {
             FetchError::RegistryUnreachable {
                 registry: registry.to_owned(),
-                message: error_chain(re),
+                message: flotilla_core::report::error_chain(re),
             }
         }
         OciDistributionError::AuthenticationFailure(_) | OciDistributionError::UnauthorizedError { .. } => {
@@ -505,7 +505,7 @@ fn classify_io(e: &std::io::Error, registry: &str, reference: &str) -> FetchErro
     {
         return FetchError::RegistryUnreachable {
             registry: registry.to_owned(),
-            message: error_chain(re),
+            message: flotilla_core::report::error_chain(re),
         };
     }
     registry_error(reference, e.to_string())
@@ -516,21 +516,6 @@ fn registry_error(reference: &str, message: String) -> FetchError {
         reference: reference.to_owned(),
         message,
     }
-}
-
-/// `error: cause: cause` — reqwest's own Display hides the cause (connection refused).
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
 }
 
 // === credentials ===

@@ -291,8 +291,8 @@ fn api(error: &kube::Error) -> String {
         kube::Error::Api(status) => format!("{} ({} {})", status.message, status.code, status.reason),
         // The client stack's own error (a proxy fault, a connection error) without kube's
         // "ServiceError:" prefix.
-        kube::Error::Service(inner) => super::kubeconfig::error_chain(&**inner),
-        other => super::kubeconfig::error_chain(other),
+        kube::Error::Service(inner) => flotilla_core::report::error_chain(&**inner),
+        other => flotilla_core::report::error_chain(other),
     }
 }
 

@@ -130,7 +130,7 @@ async fn try_managed_client(hosting: &kube::Client, namespace: &str) -> Result<M
     let kubeconfig = Kubeconfig::from_yaml(&text).map_err(|e| {
         problem(format!(
             "key {KUBECONFIG_KEY:?} is not a kubeconfig: {}",
-            super::kubeconfig::error_chain(&e)
+            flotilla_core::report::error_chain(&e)
         ))
     })?;
     // Whoever may write this secret on the hosting cluster must not run commands or read files
@@ -142,13 +142,13 @@ async fn try_managed_client(hosting: &kube::Client, namespace: &str) -> Result<M
         .map_err(|e| {
             problem(format!(
                 "key {KUBECONFIG_KEY:?} is not a usable kubeconfig: {}",
-                super::kubeconfig::error_chain(&e)
+                flotilla_core::report::error_chain(&e)
             ))
         })?;
     let client = kube::Client::try_from(config).map_err(|e| {
         problem(format!(
             "key {KUBECONFIG_KEY:?} gives no client of the managed cluster: {}",
-            super::kubeconfig::error_chain(&e)
+            flotilla_core::report::error_chain(&e)
         ))
     })?;
     Ok(ManagedClient {

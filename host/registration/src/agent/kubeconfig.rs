@@ -171,11 +171,11 @@ pub async fn client_from_kubeconfig(
         .await
         .map_err(|e| Error::BuildHubClient {
             what: what.to_owned(),
-            message: error_chain(&e),
+            message: flotilla_core::report::error_chain(&e),
         })?;
     hub_client(config, timeout).map_err(|e| Error::BuildHubClient {
         what: what.to_owned(),
-        message: error_chain(&e),
+        message: flotilla_core::report::error_chain(&e),
     })
 }
 
@@ -226,21 +226,6 @@ type ClientFuture = std::pin::Pin<
             + Send,
     >,
 >;
-
-/// `error: cause: cause…` for errors from other crates.
-pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let part = cause.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = cause.source();
-    }
-    text
-}
 
 #[cfg(test)]
 mod tests {

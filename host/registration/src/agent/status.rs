@@ -402,13 +402,13 @@ async fn get(
         let response = client
             .send(request)
             .await
-            .map_err(|e| super::kubeconfig::error_chain(&e))?;
+            .map_err(|e| flotilla_core::report::error_chain(&e))?;
         let status = response.status().as_u16();
         let body = response
             .into_body()
             .collect_bytes()
             .await
-            .map_err(|e| super::kubeconfig::error_chain(&e))?;
+            .map_err(|e| flotilla_core::report::error_chain(&e))?;
         Ok((status, String::from_utf8_lossy(&body).into_owned()))
     };
     tokio::time::timeout(timeout, answer)

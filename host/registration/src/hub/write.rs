@@ -6,7 +6,7 @@
 //! | helper | patch | precondition |
 //! |---|---|---|
 //! | [`patch_conditions`], [`set_condition`] | merge `/status` `{conditions}` | `resourceVersion` |
-//! | [`replace_finalizers`] | merge `/metadata/finalizers` | `resourceVersion` |
+//! | [`flotilla_kube::finalizer`] | merge `/metadata/finalizers` | `resourceVersion` |
 //! | [`add_label`] | merge `/metadata/labels/<key>` | `resourceVersion` |
 //! | [`replace_spec_field`] | JSON patch `add /spec/<field>` | `resourceVersion` |
 //!
@@ -76,58 +76,14 @@ fn json_patch(operations: Value) -> Result<json_patch::Patch> {
     })
 }
 
-/// Sets the object's finalizers to `desired` (no write when equal), guarded by the object's
-/// `resourceVersion`, so a finalizer someone else added meanwhile is never dropped: the write
-/// fails with a conflict and the reconcile retries from fresh data. Returns the object as
-/// written.
-pub async fn replace_finalizers<K>(api: &Api<K>, object: &K, desired: Vec<String>) -> Result<K>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    if object.meta().finalizers.clone().unwrap_or_default() == desired {
-        return Ok(object.clone());
-    }
-    let patch = json!({ "metadata": {
-        "resourceVersion": object.meta().resource_version,
-        "finalizers": desired,
-    }});
-    api.patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|source| Error::Patch {
-            what: "finalizers",
-            kind: kind::<K>(),
-            name: object.name_any(),
-            source,
-        })
-}
-
-/// Adds `finalizer` to the object if missing. Returns the object as written.
+/// Adds `finalizer` to the object if missing ([`flotilla_kube::finalizer::add`]). Returns
+/// the object as written.
 pub async fn add_finalizer<K>(api: &Api<K>, object: &K, finalizer: &str) -> Result<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    let mut desired = object.meta().finalizers.clone().unwrap_or_default();
-    if !desired.iter().any(|f| f == finalizer) {
-        desired.push(finalizer.to_owned());
-    }
-    replace_finalizers(api, object, desired).await
-}
-
-/// Removes every finalizer in `finalizers` from the object, in one write. Returns the object
-/// as written.
-pub async fn remove_finalizers<K>(api: &Api<K>, object: &K, finalizers: &[&str]) -> Result<K>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    let desired: Vec<String> = object
-        .meta()
-        .finalizers
-        .iter()
-        .flatten()
-        .filter(|f| !finalizers.contains(&f.as_str()))
-        .cloned()
-        .collect();
-    replace_finalizers(api, object, desired).await
+    let written = flotilla_kube::finalizer::add(api, object, finalizer).await?;
+    Ok(written.unwrap_or_else(|| object.clone()))
 }
 
 /// Sets label `key` to `value`, guarded by the object's `resourceVersion`. Returns the object

@@ -322,7 +322,8 @@ pub(in crate::hub) async fn remove_role_bindings(client: &Client, cluster: &str)
     write::delete_if_present(&bindings, &names::registration_role_binding(cluster)).await?;
     let work = names::work_role_binding(cluster);
     if let Some(binding) = write::get_opt(&bindings, &work).await? {
-        write::remove_finalizers(&bindings, &binding, &[names::MANIFEST_WORK_CLEANUP_FINALIZER]).await?;
+        flotilla_kube::finalizer::remove(&bindings, &binding, &[names::MANIFEST_WORK_CLEANUP_FINALIZER])
+            .await?;
         write::delete_if_present(&bindings, &work).await?;
     }
     Ok(())

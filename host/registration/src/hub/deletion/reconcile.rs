@@ -147,7 +147,7 @@ pub(in crate::hub) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc
     let Some(cluster) = write::get_opt(&api, &name).await? else {
         return Ok(Action::await_change());
     };
-    write::remove_finalizers(&api, &cluster, &ours).await?;
+    flotilla_kube::finalizer::remove(&api, &cluster, &ours).await?;
     tracing::info!(cluster = %name, "cluster cleaned up; finalizers removed");
     Ok(Action::await_change())
 }
@@ -240,7 +240,7 @@ where
             if held.is_empty() {
                 continue;
             }
-            write::remove_finalizers(api, item, &held).await?;
+            flotilla_kube::finalizer::remove(api, item, &held).await?;
             let note = format!(
                 "took the agent's finalizers off {resource}/{} because {}; what the agent applied for it stays on the managed cluster",
                 item.meta().name.as_deref().unwrap_or_default(),

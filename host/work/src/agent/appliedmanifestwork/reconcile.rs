@@ -79,7 +79,8 @@ pub(crate) async fn reconcile(applied: Arc<AppliedManifestWork>, ctx: Arc<Contex
         let reason = format!("AppliedManifestWork {name} is deleted");
         let pending = cleanup_resources(&ctx.managed, &status.applied_resources, &uid, &reason).await?;
         if pending.is_empty() {
-            flotilla_kube::finalizer::remove(&api, applied.as_ref(), APPLIED_MANIFEST_WORK_FINALIZER).await?;
+            flotilla_kube::finalizer::remove(&api, applied.as_ref(), &[APPLIED_MANIFEST_WORK_FINALIZER])
+                .await?;
             return Ok(Action::await_change());
         }
         let desired = AppliedManifestWorkStatus {

@@ -33,6 +33,7 @@ use flotilla_api::work::{
 use flotilla_core::{
     cel_budget::Meter,
     conditions::is_true,
+    resources::ResourceKey,
     work::agent::{
         conditions::{
             ApplyOutcome, Availability, deleting, feedback_synced, from_rule, manifest_applied,
@@ -54,7 +55,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams},
+    api::{DeleteParams, DynamicObject, ObjectMeta, PostParams},
     core::GroupVersionKind,
     runtime::{
         conditions::is_crd_established, controller::Action, reflector::ObjectRef, wait::await_condition,
@@ -377,18 +378,8 @@ fn find_config<'a>(
 
 /// Adds the work finalizer; returns the work as written.
 async fn add_finalizer(works: &Api<ManifestWork>, work: &ManifestWork) -> Result<ManifestWork> {
-    let mut finalizers = work.metadata.finalizers.clone().unwrap_or_default();
-    finalizers.push(MANIFEST_WORK_FINALIZER.to_owned());
-    let patch = serde_json::json!({ "metadata": {
-        "resourceVersion": work.metadata.resource_version, "finalizers": finalizers,
-    }});
-    works
-        .patch(&work.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(Error::kube(format!(
-            "add the finalizer to ManifestWork {}",
-            work.name_any()
-        )))
+    let written = flotilla_kube::finalizer::add(works, work, MANIFEST_WORK_FINALIZER).await?;
+    Ok(written.unwrap_or_else(|| work.clone()))
 }
 
 /// The AppliedManifestWork `name` as the agent's store holds it, if the store has been filled
@@ -473,7 +464,7 @@ async fn finalize(
         .await
         .map_err(Error::kube(format!("read AppliedManifestWork {applied_name}")))?;
     let Some(applied) = applied else {
-        flotilla_kube::finalizer::remove(works, work, MANIFEST_WORK_FINALIZER).await?;
+        flotilla_kube::finalizer::remove(works, work, &[MANIFEST_WORK_FINALIZER]).await?;
         return Ok(Action::await_change());
     };
     let status = work.status.clone().unwrap_or_default();
@@ -499,25 +490,6 @@ async fn finalize(
             .map_err(Error::kube(format!("delete AppliedManifestWork {applied_name}")))?;
     }
     Ok(Action::requeue(Duration::from_secs(1)))
-}
-
-/// Reads apiVersion, kind, name and namespace of a manifest.
-fn identity(manifest: &Value) -> Option<(String, String, String, String)> {
-    let api_version = manifest.get("apiVersion")?.as_str()?.to_owned();
-    let kind = manifest.get("kind")?.as_str()?.to_owned();
-    let meta = manifest.get("metadata")?;
-    let name = meta.get("name")?.as_str()?.to_owned();
-    let namespace = meta
-        .get("namespace")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    (!api_version.is_empty() && !kind.is_empty() && !name.is_empty()).then_some((
-        api_version,
-        kind,
-        name,
-        namespace,
-    ))
 }
 
 /// Manifests of one wave applied at once, at most.
@@ -612,17 +584,21 @@ async fn apply_one(
         };
         (result, Flags::default())
     };
-    let Some((api_version, kind, name, namespace)) = identity(manifest) else {
+    let Some(key) = ResourceKey::of(manifest) else {
         return failed(
             meta,
             "the manifest needs apiVersion, kind and metadata.name".into(),
             false,
         );
     };
-    let (group, version) = match api_version.split_once('/') {
-        Some((g, v)) => (g.to_owned(), v.to_owned()),
-        None => (String::new(), api_version.clone()),
-    };
+    let (group, version) = key.group_version();
+    let (group, version) = (group.to_owned(), version.to_owned());
+    let ResourceKey {
+        kind,
+        name,
+        namespace,
+        ..
+    } = key;
     meta.group.clone_from(&group);
     meta.version.clone_from(&version);
     meta.kind.clone_from(&kind);

@@ -87,10 +87,13 @@ pub(super) async fn reconcile(set: Arc<ManifestWorkReplicaSet>, context: Arc<Con
         if set.spec.cascade_deletion_policy == CascadeDeletionPolicy::Foreground && !works.is_empty() {
             return Ok(Action::await_change());
         }
-        finalizer::remove(&sets, set.as_ref(), MANIFEST_WORK_REPLICA_SET_FINALIZER).await?;
+        finalizer::remove(&sets, set.as_ref(), &[MANIFEST_WORK_REPLICA_SET_FINALIZER]).await?;
         return Ok(Action::await_change());
     }
-    if finalizer::add(&sets, set.as_ref(), MANIFEST_WORK_REPLICA_SET_FINALIZER).await? {
+    if finalizer::add(&sets, set.as_ref(), MANIFEST_WORK_REPLICA_SET_FINALIZER)
+        .await?
+        .is_some()
+    {
         // The write changes the object and so comes back as a new reconcile.
         return Ok(Action::await_change());
     }
