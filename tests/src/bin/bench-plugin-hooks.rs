@@ -358,12 +358,19 @@ async fn main() -> anyhow::Result<()> {
         "throughput (3 s each)", "calls/s", "extra RSS/call"
     );
     for (label, rt, plugin) in &loaded {
-        for concurrency in [1, cores, 4 * cores, 16 * cores] {
+        let mut one = None;
+        // 1, 2 and 8 calls at once, and loads of several per core.
+        let mut levels = vec![1, 2, 8, cores, 4 * cores, 16 * cores];
+        levels.sort_unstable();
+        levels.dedup();
+        for concurrency in levels {
             let (per_sec, extra_kib) = throughput(plugin.clone(), concurrency, Duration::from_secs(3)).await;
+            let single = *one.get_or_insert(per_sec);
             println!(
-                "{:<44} {per_sec:>12.0} {:>13} KiB",
+                "{:<44} {per_sec:>12.0} {:>13} KiB   ({:.2}× one)",
                 format!("{label}, {concurrency} concurrent"),
-                extra_kib / concurrency as u64
+                extra_kib / concurrency as u64,
+                per_sec / single.max(f64::MIN_POSITIVE)
             );
         }
         let kind = match rt.allocator() {
