@@ -605,3 +605,58 @@ async fn a_namespace_the_hub_did_not_create_gets_no_agent_role_bindings() {
     let namespace = namespaces.get(foreign).await.unwrap();
     assert!(namespace.metadata.deletion_timestamp.is_none());
 }
+
+/// Someone widens the cluster's ClusterRole and deletes its registration RoleBinding: the
+/// accept controller hears of both from its RBAC watches and puts them back well before its
+/// resync (20 s here), and its own writes do not keep it busy.
+#[tokio::test]
+async fn the_clusters_rbac_is_put_back_when_changed_or_deleted() {
+    let cp = hub(CP).await;
+    let admin = cp.admin_client().await.unwrap();
+    let name = "drift-c1";
+    accepted_cluster(&admin, name).await;
+    // Acceptance is followed by the deletion controller's finalizer, a change the accept
+    // controller reads and reconciles (repairing everything); the tampering comes after it, so
+    // only the RBAC watches can bring the repair.
+    let clusters: Api<ManagedCluster> = Api::all(admin.clone());
+    wait::until("the cluster has its clean-up finalizer", TIMEOUT, || async {
+        let cluster = clusters.get(name).await?;
+        Ok::<_, kube::Error>(
+            cluster
+                .finalizers()
+                .iter()
+                .any(|f| f == RESOURCE_CLEANUP_FINALIZER)
+                .then_some(()),
+        )
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    let role_name = format!("open-cluster-management:managedcluster:{name}");
+    let granted = roles.get(&role_name).await.unwrap().rules;
+    let widened = json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]});
+    roles
+        .patch(&role_name, &PatchParams::default(), &Patch::Merge(&widened))
+        .await
+        .unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), name);
+    let binding_name = format!("open-cluster-management:managedcluster:{name}:registration");
+    bindings
+        .delete(&binding_name, &DeleteParams::default())
+        .await
+        .unwrap();
+
+    let before_resync = Duration::from_secs(10);
+    wait::until("the ClusterRole's rules are put back", before_resync, || async {
+        let rules = roles.get(&role_name).await?.rules;
+        Ok::<_, kube::Error>((rules == granted).then_some(()))
+    })
+    .await
+    .unwrap();
+    wait::until("the RoleBinding is made again", before_resync, || async {
+        Ok::<_, kube::Error>(bindings.get_opt(&binding_name).await?.map(drop))
+    })
+    .await
+    .unwrap();
+}

@@ -21,13 +21,19 @@ use flotilla_api::cluster::{
 };
 use flotilla_core::conditions;
 use flotilla_kube::feed::hash_of;
+use futures::{Stream, StreamExt as _};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::{
     Api, Client, Resource, ResourceExt,
-    runtime::{reflector::ObjectRef, watcher},
+    runtime::{
+        WatchStreamExt as _,
+        reflector::ObjectRef,
+        watcher::{self, Event, watcher},
+    },
 };
+use serde::de::DeserializeOwned;
 
-use super::{Context, HubOptions, feeds::Feeds};
+use super::{Context, HubOptions, feeds::Feeds, rbac};
 
 pub(super) use reconcile::{namespace_owner, remove_role_bindings};
 
@@ -49,22 +55,96 @@ pub(super) fn run(
     client: Client,
     options: HubOptions,
 ) -> impl Future<Output = ()> + use<> {
-    let labelled = watcher::Config::default().labels(CLUSTER_NAME_LABEL);
     let controller = feeds
         .cluster_controller(inputs)
-        .watches(
-            Api::<ClusterRole>::all(client.clone()),
-            labelled.clone(),
+        .watches_stream(
+            drift(Api::<ClusterRole>::all(client.clone()), role_drifted),
             cluster_of,
         )
-        .watches(
-            Api::<ClusterRoleBinding>::all(client.clone()),
-            labelled.clone(),
+        .watches_stream(
+            drift(
+                Api::<ClusterRoleBinding>::all(client.clone()),
+                cluster_binding_drifted,
+            ),
             cluster_of,
         )
-        .watches(Api::<RoleBinding>::all(client.clone()), labelled, cluster_of);
+        .watches_stream(
+            drift(Api::<RoleBinding>::all(client.clone()), binding_drifted),
+            cluster_of,
+        );
     let context = Arc::new(Context::new(client, options));
     flotilla_kube::controller::run("accept", controller, reconcile::reconcile, context)
+}
+
+/// The cluster RBAC objects (labelled with their cluster) that someone deleted, or changed from
+/// what the accept controller writes: the controller's own applies come back as events too,
+/// and each woke a reconcile that applied everything again.
+fn drift<K>(
+    api: Api<K>,
+    drifted: fn(&K, &str) -> bool,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher(api, watcher::Config::default().labels(CLUSTER_NAME_LABEL))
+        .default_backoff()
+        .filter_map(move |event| {
+            let wake = match event {
+                Ok(Event::Delete(object)) => Some(Ok(object)),
+                Ok(Event::Apply(object) | Event::InitApply(object)) => object
+                    .labels()
+                    .get(CLUSTER_NAME_LABEL)
+                    .is_some_and(|cluster| drifted(&object, cluster))
+                    .then_some(Ok(object)),
+                Ok(Event::Init | Event::InitDone) => None,
+                Err(e) => Some(Err(e)),
+            };
+            std::future::ready(wake)
+        })
+}
+
+/// Whether a cluster's ClusterRole grants other rules than either one the controller writes
+/// (accepted or denied: which one is the cluster's own change, which wakes it anyway).
+fn role_drifted(role: &ClusterRole, cluster: &str) -> bool {
+    [true, false]
+        .into_iter()
+        .map(|accepted| rbac::cluster_role(cluster, accepted))
+        .all(|desired| desired.metadata.name != role.metadata.name || desired.rules != role.rules)
+}
+
+/// Whether a cluster's ClusterRoleBinding differs from the one of that name it gets.
+fn cluster_binding_drifted(binding: &ClusterRoleBinding, cluster: &str) -> bool {
+    [
+        rbac::cluster_role_binding(cluster),
+        rbac::certificates_role_binding(cluster),
+    ]
+    .into_iter()
+    .all(|desired| {
+        desired.metadata.name != binding.metadata.name
+            || desired.role_ref != binding.role_ref
+            || desired.subjects != binding.subjects
+    })
+}
+
+/// Whether a cluster's RoleBinding differs from the one of that name it gets (the work
+/// binding's finalizer included).
+fn binding_drifted(binding: &RoleBinding, cluster: &str) -> bool {
+    [
+        rbac::registration_role_binding(cluster),
+        rbac::work_role_binding(cluster),
+    ]
+    .into_iter()
+    .all(|desired| {
+        desired.metadata.name != binding.metadata.name
+            || desired.role_ref != binding.role_ref
+            || desired.subjects != binding.subjects
+            || desired
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| !binding.finalizers().contains(f))
+    })
 }
 
 /// The cluster an RBAC object belongs to, from its cluster-name label (the hub-wide roles
