@@ -22,7 +22,8 @@ use flotilla_api::cluster::{
 use flotilla_core::conditions;
 use flotilla_kube::feed::hash_of;
 use futures::{Stream, StreamExt as _};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Api, Client, Resource, ResourceExt,
     runtime::{
@@ -112,39 +113,49 @@ fn role_drifted(role: &ClusterRole, cluster: &str) -> bool {
         .all(|desired| desired.metadata.name != role.metadata.name || desired.rules != role.rules)
 }
 
-/// Whether a cluster's ClusterRoleBinding differs from the one of that name it gets.
-fn cluster_binding_drifted(binding: &ClusterRoleBinding, cluster: &str) -> bool {
-    [
-        rbac::cluster_role_binding(cluster),
-        rbac::certificates_role_binding(cluster),
-    ]
-    .into_iter()
-    .all(|desired| {
-        desired.metadata.name != binding.metadata.name
-            || desired.role_ref != binding.role_ref
-            || desired.subjects != binding.subjects
-    })
-}
+/// What of a binding the controller writes: name, roleRef, subjects and finalizers.
+type Grant<'a> = (&'a ObjectMeta, &'a RoleRef, &'a Option<Vec<Subject>>);
 
-/// Whether a cluster's RoleBinding differs from the one of that name it gets (the work
-/// binding's finalizer included).
-fn binding_drifted(binding: &RoleBinding, cluster: &str) -> bool {
-    [
-        rbac::registration_role_binding(cluster),
-        rbac::work_role_binding(cluster),
-    ]
-    .into_iter()
-    .all(|desired| {
-        desired.metadata.name != binding.metadata.name
-            || desired.role_ref != binding.role_ref
-            || desired.subjects != binding.subjects
-            || desired
-                .metadata
+/// Whether `found` differs from each of `desired`: in name, roleRef or subjects, or by missing
+/// a finalizer (the work binding's).
+fn grant_drifted(found: Grant<'_>, desired: &[Grant<'_>]) -> bool {
+    let (meta, role_ref, subjects) = found;
+    desired.iter().all(|(want, want_ref, want_subjects)| {
+        want.name != meta.name
+            || *want_ref != role_ref
+            || *want_subjects != subjects
+            || want
                 .finalizers
                 .iter()
                 .flatten()
-                .any(|f| !binding.finalizers().contains(f))
+                .any(|f| !meta.finalizers.iter().flatten().any(|g| g == f))
     })
+}
+
+/// Whether a cluster's ClusterRoleBinding differs from the one of that name it gets.
+fn cluster_binding_drifted(binding: &ClusterRoleBinding, cluster: &str) -> bool {
+    let desired = [
+        rbac::cluster_role_binding(cluster),
+        rbac::certificates_role_binding(cluster),
+    ];
+    let grants: Vec<Grant<'_>> = desired
+        .iter()
+        .map(|b| (&b.metadata, &b.role_ref, &b.subjects))
+        .collect();
+    grant_drifted((&binding.metadata, &binding.role_ref, &binding.subjects), &grants)
+}
+
+/// Whether a cluster's RoleBinding differs from the one of that name it gets.
+fn binding_drifted(binding: &RoleBinding, cluster: &str) -> bool {
+    let desired = [
+        rbac::registration_role_binding(cluster),
+        rbac::work_role_binding(cluster),
+    ];
+    let grants: Vec<Grant<'_>> = desired
+        .iter()
+        .map(|b| (&b.metadata, &b.role_ref, &b.subjects))
+        .collect();
+    grant_drifted((&binding.metadata, &binding.role_ref, &binding.subjects), &grants)
 }
 
 /// The cluster an RBAC object belongs to, from its cluster-name label (the hub-wide roles
