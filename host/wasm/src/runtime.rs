@@ -498,7 +498,10 @@ fn engine_config(config: &RuntimeConfig, pooling: bool) -> Config {
             .total_tables(calls.saturating_mul(TABLES_PER_COMPONENT))
             .max_memory_size(usize::try_from(config.plugin_memory_share()).unwrap_or(usize::MAX))
             .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-            .table_keep_resident(KEEP_RESIDENT_BYTES);
+            .table_keep_resident(KEEP_RESIDENT_BYTES)
+            // Idle slots are reused before unused ones, so only as many slots stay resident
+            // as calls ever ran at once (the default fills all of them over time).
+            .max_unused_warm_slots(0);
         // Calls must scale with cores. Resetting a slot with `madvise` and filling it through
         // copy-on-write page faults flush the TLB of every core running the process (IPIs)
         // and take the process's mmap lock: two calls at once ran no faster than one. Slots
