@@ -40,6 +40,9 @@ async fn clusterset_commands_and_get_placements_show_what_the_hub_decided() {
             .arg("--disable-leader-election")
             .arg("--kubeconfig")
             .arg(kubeconfig)
+            // Enough to tell, should the wait below time out, what the hub did and why.
+            .env("RUST_LOG", "info,flotilla_placement=debug")
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -120,11 +123,19 @@ async fn clusterset_commands_and_get_placements_show_what_the_hub_decided() {
                 .to_owned();
             let done =
                 web.contains("edge-1,edge-2") && broken.contains("incorrect builtin prioritizer: Cheapest");
-            Ok::<_, std::convert::Infallible>(done.then_some(text))
+            // Not yet: the table is kept as the error, so that a timeout shows the last one.
+            if done {
+                Ok(Some(text))
+            } else {
+                Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+            }
         },
     )
     .await
-    .unwrap();
+    .unwrap_or_else(|error| {
+        let log = std::fs::read_to_string(dir.path().join("hub.log")).unwrap_or_default();
+        panic!("{error}\n--- hub log ---\n{log}")
+    });
     assert!(table.starts_with("NAMESPACE"), "{table}");
     let web = table.lines().find(|l| l.contains(" web ")).unwrap();
     assert!(web.contains("True"), "{web}");
