@@ -1,20 +1,16 @@
-//! `flotilla hub` and `flotilla klusterlet`: the long-running components, in the foreground.
-//!
-//! `flotilla hub` runs the registration controllers and the plugin host side by side: the
-//! `AddOnPlugin` controller (fetch, validate, swap, report) over one plugin runtime whose
-//! engine-wide settings are the `--plugin-*` flags. A failure of either stops the process.
+//! The flags of `flotilla hub` and `flotilla klusterlet`, read into the settings that
+//! [`crate::runtime`] runs the long-running components with, in the foreground.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use flotilla_plugin_loader::controller::ControllerConfig;
-use flotilla_registration::{agent, hub, names};
-use flotilla_wasm::{AllocatorChoice, FaultPolicy, PluginRegistry, Runtime, RuntimeConfig};
+use flotilla_registration::{agent, names};
+use flotilla_wasm::{AllocatorChoice, FaultPolicy, RuntimeConfig};
 
-use crate::{cli::GlobalArgs, kube::instrumented_client};
+use crate::{cli::GlobalArgs, kube::instrumented_client, runtime};
 
 /// How the plugin engine allocates instances.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -160,80 +156,6 @@ fn default_identity() -> String {
     format!("{host}_{:08x}", fastrand::u32(..))
 }
 
-/// Runs `work` under `election` (or directly when disabled), reporting leadership in metrics.
-async fn leading<F: Future<Output = anyhow::Result<()>>>(
-    client: &kube::Client,
-    election: Option<flotilla_kube::leader::LeaderElection>,
-    work: F,
-) -> anyhow::Result<()> {
-    let Some(election) = election else {
-        return work.await;
-    };
-    struct Gauge(String);
-    impl flotilla_kube::leader::LeaderObserver for Gauge {
-        fn leading(&self, leading: bool) {
-            flotilla_kube::metrics::global().set_leader(&self.0, leading);
-        }
-    }
-    ensure_namespace(client, &election.namespace).await?;
-    let api = kube::Api::namespaced(client.clone(), &election.namespace);
-    eprintln!(
-        "flotilla: waiting to lead lease {}/{} as {}",
-        election.namespace, election.name, election.identity
-    );
-    election
-        .run(api, &Gauge(election.name.clone()), work)
-        .await
-        .context("leader election")?
-}
-
-/// Creates the lease's namespace when missing (the hub's own namespace, which `flotilla init`
-/// and deploy/hub create too), so a hub started on a bare cluster does not wait forever.
-async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
-    use k8s_openapi::api::core::v1::Namespace;
-    let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
-    if namespaces
-        .get_opt(name)
-        .await
-        .with_context(|| format!("read namespace {name}"))?
-        .is_some()
-    {
-        return Ok(());
-    }
-    let namespace = Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.to_owned()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    match namespaces
-        .create(&kube::api::PostParams::default(), &namespace)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-        Err(error) => Err(error).with_context(|| format!("create the leader lease namespace {name}")),
-    }
-}
-
-/// Starts the metrics and health endpoint with the process's series.
-async fn serve_ops(
-    args: &OpsArgs,
-    client: &kube::Client,
-    plugins: Option<&PluginRegistry>,
-    component: &str,
-) -> anyhow::Result<()> {
-    let mut registry = prometheus_client::registry::Registry::default();
-    flotilla_kube::metrics::global().register(&mut registry);
-    if let Some(plugins) = plugins {
-        plugins.runtime().metrics().register(&mut registry);
-    }
-    let addr = crate::ops::serve(args.ops_bind, registry, client.clone()).await?;
-    eprintln!("flotilla {component}: metrics and health at http://{addr} (/metrics, /healthz, /readyz)");
-    Ok(())
-}
-
 impl HubArgs {
     /// The plugin runtime's settings from the flags.
     fn runtime_config(&self) -> RuntimeConfig {
@@ -339,230 +261,50 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     std::time::Duration::try_from(signed).map_err(|_| format!("{text:?} must not be negative"))
 }
 
-/// Runs the hub's controllers against the hub of `--kubeconfig` until interrupted. Every
-/// replica serves the webhook and the metrics and health endpoint; only the elected leader
-/// writes (admission objects, the webhook registration, the controllers).
+/// Runs the hub against the hub cluster of `--kubeconfig` until interrupted.
 pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
-    let shutdown = shutdown_signal()?;
+    let shutdown = runtime::shutdown_signal()?;
     let (client, _) = instrumented_client(global).await.context("connect to the hub")?;
-    let endpoint = webhook_endpoint(args);
-    let host = endpoint.service_host().unwrap_or_else(|| {
-        args.webhook_host
-            .clone()
-            .unwrap_or_else(|| args.webhook_bind.ip().to_string())
-    });
-    // Every replica serves the one certificate kept in the hub namespace, so the registered
-    // caBundle holds whichever replica leads.
-    let certificate =
-        flotilla_webhook::shared_certificate(&client, names::HUB_NAMESPACE, std::slice::from_ref(&host))
-            .await
-            .context("get the webhook's serving certificate")?;
-    let webhook = flotilla_webhook::serve(args.webhook_bind, &certificate)
-        .await
-        .context("start the webhook server")?;
-    eprintln!("flotilla hub: webhook server at https://{}", webhook.addr);
-    // A URL endpoint names each path; a Service reference takes the path beside it.
-    let at = |path: &str| match &endpoint {
-        flotilla_webhook::Endpoint::Url(_) => {
-            flotilla_webhook::Endpoint::Url(format!("https://{host}:{}{path}", webhook.addr.port()))
-        }
-        service => service.clone(),
+    let settings = runtime::hub::HubSettings {
+        plugins: (!args.no_plugin_host).then(|| args.runtime_config()),
+        loader: args.controller_config(),
+        plugin_secrets_namespace: args.plugin_secrets_namespace.clone(),
+        webhook_bind: args.webhook_bind,
+        webhook_host: args.webhook_host.clone(),
+        webhook_service: args.webhook_service.clone(),
+        ops_bind: args.ops.ops_bind,
+        election: args.leader.election(runtime::hub::HUB_LEASE),
     };
-    let conversion_endpoint = at(flotilla_webhook::CONVERT_PATH);
-    let endpoint = at(flotilla_webhook::VALIDATE_PATH);
-    let plugin_host = if args.no_plugin_host {
-        None
-    } else {
-        let runtime = Runtime::new(args.runtime_config()).context("start the plugin runtime")?;
-        Some(Arc::new(PluginRegistry::new(runtime)))
-    };
-    serve_ops(&args.ops, &client, plugin_host.as_deref(), "hub").await?;
-    let controllers = async {
-        flotilla_registration::admission::install(&client)
-            .await
-            .context("install admission policies")?;
-        flotilla_work::admission::install(&client)
-            .await
-            .context("install the ManifestWork admission policy")?;
-        flotilla_webhook::register_endpoint(&client, &endpoint, &webhook.ca_pem)
-            .await
-            .context("register the ManifestWork webhook")?;
-        match &endpoint {
-            flotilla_webhook::Endpoint::Url(url) => {
-                eprintln!("flotilla hub: ManifestWork webhook at {url}")
-            }
-            flotilla_webhook::Endpoint::Service { namespace, name } => {
-                eprintln!("flotilla hub: ManifestWork webhook through Service {namespace}/{name}")
-            }
-        }
-        flotilla_webhook::register_conversion(&client, &conversion_endpoint, &webhook.ca_pem)
-            .await
-            .context("register the add-on conversion webhook")?;
-        let conversion = flotilla_webhook::keep_conversion(
-            client.clone(),
-            conversion_endpoint.clone(),
-            webhook.ca_pem.clone(),
-        );
-        tokio::select! {
-            result = run_hub_controllers(client.clone(), args, plugin_host) => result,
-            () = conversion => Ok(()),
-        }
-    };
-    let until_stopped = async {
-        tokio::select! {
-            result = controllers => result,
-            result = shutdown => result,
-        }
-    };
-    leading(&client, args.leader.election(HUB_LEASE), until_stopped).await
-}
-
-/// Where the apiserver reaches the webhook: the `--webhook-service`, else a URL (its port
-/// known once the server listens).
-fn webhook_endpoint(args: &HubArgs) -> flotilla_webhook::Endpoint {
-    match &args.webhook_service {
-        Some((namespace, name)) => flotilla_webhook::Endpoint::Service {
-            namespace: namespace.clone(),
-            name: name.clone(),
-        },
-        None => flotilla_webhook::Endpoint::Url(String::new()),
-    }
-}
-
-/// Name of the hub replicas' leader lease.
-const HUB_LEASE: &str = "flotilla-hub";
-
-/// The hub's controllers, until one stops.
-async fn run_hub_controllers(
-    client: kube::Client,
-    args: &HubArgs,
-    plugin_host: Option<Arc<PluginRegistry>>,
-) -> anyhow::Result<()> {
-    match &plugin_host {
-        None => eprintln!(
-            "flotilla hub: running registration, placement and work controllers (plugin host and add-on manager disabled)"
-        ),
-        Some(registry) => eprintln!(
-            "flotilla hub: running registration, placement and work controllers, the plugin host ({:?} allocator) and the add-on manager",
-            registry.runtime().allocator()
-        ),
-    }
-    let plugins = {
-        let client = client.clone();
-        let config = args.controller_config();
-        let registry = plugin_host.clone();
-        async move {
-            match registry {
-                Some(registry) => flotilla_plugin_loader::controller::run(client, registry, config).await,
-                None => std::future::pending().await,
-            }
-        }
-    };
-    let placement = flotilla_placement::run(client.clone(), flotilla_placement::PlacementOptions::default());
-    // The add-on manager calls the plugins the AddOnPlugin controller loads into the registry.
-    let addons = {
-        let client = client.clone();
-        let options = flotilla_addon_manager::Options {
-            plugin_secrets_namespace: args.plugin_secrets_namespace.clone(),
-            ..flotilla_addon_manager::Options::default()
-        };
-        async move {
-            match plugin_host {
-                Some(registry) => flotilla_addon_manager::run(client, registry, options).await,
-                None => std::future::pending().await,
-            }
-        }
-    };
-    let work = flotilla_work::hub::run(client.clone(), flotilla_work::hub::HubOptions::default());
-    tokio::select! {
-        result = hub::run(client, hub::HubOptions::default()) => result.context("hub controllers stopped"),
-        () = placement => anyhow::bail!("placement controller stopped"),
-        () = work => anyhow::bail!("hub work controllers stopped"),
-        () = plugins => anyhow::bail!("the AddOnPlugin controller stopped"),
-        () = addons => anyhow::bail!("the add-on manager stopped"),
-    }
+    runtime::hub::run(client, settings, shutdown).await
 }
 
 /// Runs the klusterlet against the managed cluster of `--kubeconfig` until interrupted.
 pub async fn klusterlet(global: &GlobalArgs, args: &KlusterletArgs) -> anyhow::Result<()> {
-    let shutdown = shutdown_signal()?;
-    tokio::pin!(shutdown);
+    let shutdown = runtime::shutdown_signal()?;
     let (client, _) = instrumented_client(global).await.context(match args.mode {
         KlusterletMode::Default => "connect to the managed cluster",
         KlusterletMode::Hosted => "connect to the hosting cluster",
     })?;
-    serve_ops(&args.ops, &client, None, "klusterlet").await?;
-    let options = agent::AgentOptions {
-        cluster_name: args.cluster_name.clone(),
-        agent_name: args.agent_name.clone(),
-        agent_namespace: args.agent_namespace.clone(),
-        lease_duration_seconds: args.lease_duration_seconds,
-        addon_lease_duration: Duration::from_secs(args.addon_lease_duration_seconds.max(1)),
-        ..Default::default()
+    let settings = runtime::klusterlet::KlusterletSettings {
+        registration: agent::AgentOptions {
+            cluster_name: args.cluster_name.clone(),
+            agent_name: args.agent_name.clone(),
+            agent_namespace: args.agent_namespace.clone(),
+            lease_duration_seconds: args.lease_duration_seconds,
+            addon_lease_duration: Duration::from_secs(args.addon_lease_duration_seconds.max(1)),
+            ..Default::default()
+        },
+        work: flotilla_work::agent::AgentOptions {
+            cluster_name: args.cluster_name.clone(),
+            agent_namespace: args.agent_namespace.clone(),
+            eviction_grace_period: args.eviction_grace_period,
+            status_sync_interval: args.status_sync_interval,
+            ..Default::default()
+        },
+        hosted: args.mode == KlusterletMode::Hosted,
+        ops_bind: args.ops.ops_bind,
     };
-    // The work agent uses the hub credential the registration agent writes (and rotates)
-    // into the hub kubeconfig secret of the same agent namespace.
-    let work_options = flotilla_work::agent::AgentOptions {
-        cluster_name: args.cluster_name.clone(),
-        agent_namespace: args.agent_namespace.clone(),
-        eviction_grace_period: args.eviction_grace_period,
-        status_sync_interval: args.status_sync_interval,
-        ..Default::default()
-    };
-    if args.mode == KlusterletMode::Default {
-        eprintln!("flotilla klusterlet: running the registration agent and the work agent");
-        let clients = agent::Clients::same(client);
-        return tokio::select! {
-            result = agent::run_with(clients.clone(), options) => result.context("registration agent stopped"),
-            result = flotilla_work::agent::run_with(clients, work_options) => result.context("work agent stopped"),
-            result = &mut shutdown => result,
-        };
-    }
-    // Hosted: the agents run on a client made from the external-managed-kubeconfig secret,
-    // and start again on a new client when the secret changes.
-    let secret = format!(
-        "{}/{}",
-        args.agent_namespace,
-        names::EXTERNAL_MANAGED_KUBECONFIG_SECRET
-    );
-    loop {
-        eprintln!("flotilla klusterlet: hosted mode; reading the managed cluster's kubeconfig from {secret}");
-        let managed = tokio::select! {
-            managed = agent::hosted::managed_client(&client, &options) => managed,
-            result = &mut shutdown => return result,
-        };
-        let clients = agent::Clients {
-            agent: client.clone(),
-            managed: managed.client,
-        };
-        eprintln!("flotilla klusterlet: running the registration agent and the work agent");
-        tokio::select! {
-            result = agent::run_with(clients.clone(), options.clone()) => return result.context("registration agent stopped"),
-            result = flotilla_work::agent::run_with(clients, work_options.clone()) => return result.context("work agent stopped"),
-            result = &mut shutdown => return result,
-            () = agent::hosted::wait_for_change(&client, &args.agent_namespace, &managed.kubeconfig) => {
-                eprintln!("flotilla klusterlet: {secret} changed; restarting the agents on the new kubeconfig");
-            }
-        }
-    }
-}
-
-/// Listens for the process being asked to stop — SIGTERM (what Kubernetes sends a pod) or
-/// Ctrl-C — from now on; the returned future resolves when it is. Registered before anything
-/// starts, so an early SIGTERM is not the default (fatal) action. Returning ends the
-/// controllers' futures, so the process exits with success.
-fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = anyhow::Result<()>>> {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("listen for SIGTERM")?;
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .context("listen for Ctrl-C")?;
-    Ok(async move {
-        tokio::select! {
-            _ = terminate.recv() => eprintln!("flotilla: SIGTERM received; stopping"),
-            _ = interrupt.recv() => eprintln!("flotilla: interrupted; stopping"),
-        }
-        Ok(())
-    })
+    runtime::klusterlet::run(client, settings, shutdown).await
 }
 
 #[cfg(test)]
