@@ -26,7 +26,8 @@
 //! ```
 //!
 //! Each controller is a module with `mod.rs` (what it watches) and `reconcile.rs` (one
-//! reconcile); every decision (configs, hashes, work names and splitting, conditions, install
+//! reconcile); a reconcile of many steps (deploy, rollout) keeps each step in its own file
+//! beside it. Every decision (configs, hashes, work names and splitting, conditions, install
 //! plans) is a pure function in `flotilla_core::addon`. Every controller finds an add-on's plugin
 //! through [`Plugins`]: the revision in the shared [`PluginRegistry`] the AddOnPlugin controller
 //! fills, or, for an add-on whose config is an AddOnTemplate, an instance of the built-in

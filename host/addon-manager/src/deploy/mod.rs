@@ -18,7 +18,13 @@
 //! rollout controller released it there (`flotilla_core::addon::revision`); until then its
 //! works stay as they are.
 
+mod apply;
+mod configs;
+mod hooks;
 mod reconcile;
+mod render;
+mod status;
+mod works;
 
 use std::sync::Arc;
 

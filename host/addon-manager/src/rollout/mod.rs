@@ -19,7 +19,11 @@
 //!  AddOnPlugin (a new revision serves the add-on) ─────┘
 //! ```
 
+mod plan;
+mod read;
 mod reconcile;
+mod release;
+mod status;
 
 use std::sync::Arc;
 
