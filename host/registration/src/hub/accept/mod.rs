@@ -9,6 +9,7 @@
 //!    cluster-name=<c> (someone changed ours)  ──┘     by the label, so drift is repaired)
 //! ```
 
+mod applied;
 mod reconcile;
 #[cfg(test)]
 mod tests;
@@ -35,6 +36,7 @@ use kube::{
 use serde::de::DeserializeOwned;
 
 use super::{Context, HubOptions, feeds::Feeds, rbac};
+use applied::Applied;
 
 pub(super) use reconcile::{namespace_owner, remove_role_bindings};
 
@@ -56,33 +58,54 @@ pub(super) fn run(
     client: Client,
     options: HubOptions,
 ) -> impl Future<Output = ()> + use<> {
+    let applied = Arc::new(Applied::default());
     let controller = feeds
         .cluster_controller(inputs)
         .watches_stream(
-            drift(Api::<ClusterRole>::all(client.clone()), role_drifted),
+            drift(
+                Api::<ClusterRole>::all(client.clone()),
+                role_drifted,
+                Arc::clone(&applied),
+            ),
             cluster_of,
         )
         .watches_stream(
             drift(
                 Api::<ClusterRoleBinding>::all(client.clone()),
                 cluster_binding_drifted,
+                Arc::clone(&applied),
             ),
             cluster_of,
         )
         .watches_stream(
-            drift(Api::<RoleBinding>::all(client.clone()), binding_drifted),
+            drift(
+                Api::<RoleBinding>::all(client.clone()),
+                binding_drifted,
+                Arc::clone(&applied),
+            ),
             cluster_of,
         );
-    let context = Arc::new(Context::new(client, options));
+    let context = Arc::new(AcceptContext {
+        hub: Context::new(client, options),
+        applied,
+    });
     flotilla_kube::controller::run("accept", controller, reconcile::reconcile, context)
+}
+
+/// What an accept reconcile needs: the hub controllers' context and the clusters applied for.
+pub(super) struct AcceptContext {
+    hub: Context,
+    applied: Arc<Applied>,
 }
 
 /// The cluster RBAC objects (labelled with their cluster) that someone deleted, or changed from
 /// what the accept controller writes: the controller's own applies come back as events too,
-/// and each woke a reconcile that applied everything again.
+/// and each woke a reconcile that applied everything again. Each one seen makes `applied`
+/// forget its cluster, so that the reconcile it wakes applies everything again.
 fn drift<K>(
     api: Api<K>,
     drifted: fn(&K, &str) -> bool,
+    applied: Arc<Applied>,
 ) -> impl Stream<Item = Result<K, watcher::Error>> + Send
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
@@ -100,6 +123,11 @@ where
                 Ok(Event::Init | Event::InitDone) => None,
                 Err(e) => Some(Err(e)),
             };
+            if let Some(Ok(object)) = &wake
+                && let Some(cluster) = object.labels().get(CLUSTER_NAME_LABEL)
+            {
+                applied.forget(cluster);
+            }
             std::future::ready(wake)
         })
 }

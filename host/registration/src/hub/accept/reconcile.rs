@@ -45,6 +45,7 @@ use k8s_openapi::{
 };
 use kube::{Api, Client, ResourceExt, api::PostParams, runtime::controller::Action};
 
+use super::AcceptContext;
 use crate::hub::Context;
 use crate::{
     hub::{
@@ -55,8 +56,13 @@ use crate::{
 };
 
 /// Reconciles one ManagedCluster (see the module docs).
-pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context>) -> Result<Action> {
+pub(super) async fn reconcile(
+    cluster: Arc<ManagedCluster>,
+    controller: Arc<AcceptContext>,
+) -> Result<Action> {
+    let context = &controller.hub;
     if cluster.metadata.deletion_timestamp.is_some() {
+        controller.applied.forget(&cluster.name_any());
         return Ok(Action::await_change());
     }
     let api: Api<ManagedCluster> = Api::all(context.client.clone());
@@ -66,8 +72,11 @@ pub(super) async fn reconcile(cluster: Arc<ManagedCluster>, context: Arc<Context
     }
     let current = current_conditions(&cluster);
     match acceptance::acceptance(cluster.spec.hub_accepts_client, &current) {
-        Acceptance::Accept => accept(&api, cluster, current, &context).await,
-        Acceptance::Revoke => revoke(&api, &cluster, current, &context).await,
+        Acceptance::Accept => accept(&api, cluster, current, &controller).await,
+        Acceptance::Revoke => {
+            controller.applied.forget(&cluster.name_any());
+            revoke(&api, &cluster, current, context).await
+        }
         Acceptance::Ignore => Ok(Action::requeue(context.options.resync)),
     }
 }
@@ -84,8 +93,9 @@ async fn accept(
     api: &Api<ManagedCluster>,
     cluster: ManagedCluster,
     current: Vec<Condition>,
-    context: &Context,
+    controller: &AcceptContext,
 ) -> Result<Action> {
+    let context = &controller.hub;
     let name = cluster.name_any();
     if let Err(message) = acceptance::validate_namespace_name(&name) {
         tracing::warn!(cluster = %name, %message, "cannot accept cluster");
@@ -97,7 +107,9 @@ async fn accept(
         return refuse(api, &cluster, &current, context, REASON_RESERVED_NAME, message).await;
     }
     let client = &context.client;
-    if let Err(failure) = claim_namespace(client, &name).await {
+    let uid = cluster.uid().unwrap_or_default();
+    let fresh = controller.applied.fresh(&name, &uid, context.options.resync / 2);
+    if !fresh && let Err(failure) = claim_namespace(client, &name).await {
         return match failure {
             Claim::Foreign => {
                 let message = acceptance::foreign_namespace_message(&name);
@@ -124,6 +136,11 @@ async fn accept(
         };
     }
     let cluster = write::add_finalizer(api, &cluster, API_RESOURCE_CLEANUP_FINALIZER).await?;
+    if fresh {
+        // Everything was applied for this cluster moments ago and no drift was seen since.
+        write::set_condition(api, &cluster, &current, acceptance::accepted_condition()).await?;
+        return Ok(Action::requeue(context.options.resync));
+    }
 
     let mut errors = Vec::new();
     let cluster_scoped = async {
@@ -154,6 +171,9 @@ async fn accept(
             .iter()
             .any(|c| c.type_ == CONDITION_HUB_ACCEPTED && c.status == conditions::TRUE);
     write::set_condition(api, &cluster, &current, condition).await?;
+    if failure.is_none() {
+        controller.applied.remember(&name, &uid);
+    }
     if newly_accepted {
         context
             .events
