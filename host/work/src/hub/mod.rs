@@ -7,8 +7,9 @@
 //! ```
 //!
 //! Each controller is a module with `mod.rs` (what it watches) and `reconcile.rs` (one
-//! reconcile); the decisions are pure functions in `flotilla_core::work` and
-//! `flotilla_core::rollout`. [`run`] starts them and runs until the returned future is dropped.
+//! reconcile, whose steps are files beside it); the decisions are pure functions in
+//! `flotilla_core::work` and `flotilla_core::rollout`. [`run`] starts them and runs until the
+//! returned future is dropped.
 
 pub mod error;
 mod manifestworkreplicaset;

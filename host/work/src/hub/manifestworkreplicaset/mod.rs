@@ -11,8 +11,17 @@
 //! The reconcile reads works, decisions and placements straight from the API server rather than
 //! from watch caches: works are created with `generateName`, and a cache that has not yet seen a
 //! work created a moment ago would make the next reconcile create a second one.
+//!
+//! `reconcile.rs` reads the replica set and its works and runs the steps in order, each a file
+//! of its own: [`finalize`], [`prune`], [`deploy`], [`status`] ([`works`] holds the
+//! ManifestWork requests they share).
 
+mod deploy;
+mod finalize;
+mod prune;
 mod reconcile;
+mod status;
+mod works;
 
 use std::sync::Arc;
 
