@@ -136,7 +136,7 @@ fn down(global: &GlobalArgs, name: &str) -> anyhow::Result<()> {
     let state = controlplane::stop_detached(&dir).with_context(|| format!("stop control plane {name:?}"))?;
     eprintln!("control plane {name:?} ({}) stopped", state.server);
     // A klusterlet of this cluster would otherwise retry against a dead address forever.
-    for (cluster, pid) in crate::local::stop_attached(&global.state_dir, &state.server)? {
+    for (cluster, pid) in flotilla_localenv::klusterlets::stop_attached(&global.state_dir, &state.server)? {
         eprintln!(
             "stopped the local klusterlet of cluster {cluster:?} (process {pid}), which served this control plane"
         );

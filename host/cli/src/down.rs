@@ -16,7 +16,9 @@ use flotilla_localenv::{
     processes::{self, Stopped},
 };
 
-use crate::{cli::GlobalArgs, up};
+use flotilla_localenv::{klusterlets, up};
+
+use crate::cli::GlobalArgs;
 
 /// How long a process may take to exit after SIGTERM before it is killed.
 const GRACE: Duration = Duration::from_secs(10);
@@ -131,11 +133,11 @@ pub fn teardown(state: &Path) -> anyhow::Result<Vec<(String, Stopped)>> {
     if let Ok(entries) = std::fs::read_dir(state.join("klusterlets")) {
         for entry in entries.flatten() {
             let cluster = entry.file_name().to_string_lossy().into_owned();
-            if let Some(klusterlet) = crate::local::read(state, &cluster)
+            if let Some(klusterlet) = klusterlets::read(state, &cluster)
                 && !records.iter().any(|r| r.pid == klusterlet.pid)
                 && processes::runs(klusterlet.pid, &klusterlet.exe)
             {
-                crate::local::stop_process(klusterlet.pid, &klusterlet.exe);
+                klusterlets::stop_process(klusterlet.pid, &klusterlet.exe);
                 outcome.push((format!("klusterlet-{cluster}"), Stopped::Terminated));
             }
         }

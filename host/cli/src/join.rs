@@ -39,10 +39,11 @@ use kube::{Api, api::DeleteParams};
 use serde::Deserialize;
 use serde_json::json;
 
+use flotilla_localenv::klusterlets::{self, LocalKlusterlet};
+
 use crate::{
     cli::GlobalArgs,
     kube::client,
-    local::{self, LocalKlusterlet},
     manifests::{ManifestFormat, print_manifests},
     run::KlusterletMode,
 };
@@ -224,8 +225,8 @@ pub async fn join(global: &GlobalArgs, args: &JoinArgs) -> anyhow::Result<()> {
 }
 
 pub async fn unjoin(global: &GlobalArgs, args: &UnjoinArgs) -> anyhow::Result<()> {
-    let key = local::key(&args.cluster_name, &args.agent_namespace);
-    if let Some(pid) = local::stop(&global.state_dir, &key)? {
+    let key = klusterlets::key(&args.cluster_name, &args.agent_namespace);
+    if let Some(pid) = klusterlets::stop(&global.state_dir, &key)? {
         eprintln!("stopped the local klusterlet (process {pid})");
     }
     // Only this klusterlet's own objects go: another hub's klusterlet on the same cluster keeps
@@ -564,10 +565,10 @@ fn bootstrap_kubeconfig(
 fn start_local(global: &GlobalArgs, args: &JoinArgs, server: &str) -> anyhow::Result<LocalKlusterlet> {
     use std::os::unix::process::CommandExt as _;
 
-    let key = local::key(&args.cluster_name, &args.agent_namespace);
-    let dir = local::dir(&global.state_dir, &key);
-    if let Some(old) = local::read(&global.state_dir, &key) {
-        local::stop_process(old.pid, &old.exe);
+    let key = klusterlets::key(&args.cluster_name, &args.agent_namespace);
+    let dir = klusterlets::dir(&global.state_dir, &key);
+    if let Some(old) = klusterlets::read(&global.state_dir, &key) {
+        klusterlets::stop_process(old.pid, &old.exe);
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     // The klusterlet talks to the cluster holding its objects: in hosted mode the hosting one.
@@ -618,7 +619,7 @@ fn start_local(global: &GlobalArgs, args: &JoinArgs, server: &str) -> anyhow::Re
         log,
         server: Some(server.to_owned()),
     };
-    local::write(&global.state_dir, &key, &state)?;
+    klusterlets::write(&global.state_dir, &key, &state)?;
     Ok(state)
 }
 

@@ -13,7 +13,6 @@ mod get;
 mod init;
 mod join;
 mod kube;
-mod local;
 mod manifests;
 mod output;
 mod placement;

@@ -11,12 +11,12 @@ use std::{
 };
 
 use anyhow::{Context as _, bail};
-use flotilla_localenv::processes::{self, ProcessRecord};
-
-use crate::{
-    cli::GlobalArgs,
+use flotilla_localenv::{
+    processes::{self, ProcessRecord},
     up::{self, Environment},
 };
+
+use crate::cli::GlobalArgs;
 
 /// The health of one recorded process.
 #[derive(Debug)]

@@ -19,6 +19,7 @@ pub mod binary;
 pub mod controlplane;
 pub mod error;
 pub mod image;
+pub mod klusterlets;
 pub mod kubeconfig;
 pub mod node;
 pub mod pki;
@@ -28,6 +29,7 @@ pub mod processes;
 pub mod registry;
 mod scratch;
 pub mod service_route;
+pub mod up;
 pub mod wait;
 
 pub use controlplane::{ControlPlane, ControlPlaneBuilder, ControlPlaneState, Ports};
