@@ -173,11 +173,9 @@ pub(super) async fn start_hub(plan: &Plan, log: &Path) -> anyhow::Result<((), St
         );
     }
 
-    let out = std::fs::File::create(log).with_context(|| format!("create {}", log.display()))?;
-    let err = out.try_clone().context("clone log handle")?;
     let webhook = plan.layout.webhook();
-    let child = std::process::Command::new(&plan.exe)
-        .arg("hub")
+    let mut hub = std::process::Command::new(&plan.exe);
+    hub.arg("hub")
         .arg("--kubeconfig")
         .arg(plan.state.join("hub-sa.kubeconfig"))
         .arg("--webhook-bind")
@@ -187,15 +185,8 @@ pub(super) async fn start_hub(plan: &Plan, log: &Path) -> anyhow::Result<((), St
         // One stable identity: a hub restarted after a crash renews its own lease at once
         // instead of waiting for it to expire.
         .arg("--leader-election-identity")
-        .arg("flotilla-up-hub")
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        // Own process group: a terminal's hang-up or Ctrl-C does not reach it.
-        .process_group(0)
-        .spawn()
-        .context("start flotilla hub")?;
+        .arg("flotilla-up-hub");
+    let child = spawn_in_background(hub, log).context("start flotilla hub")?;
     let record = processes::record(
         &plan.state,
         "hub",
@@ -234,25 +225,36 @@ pub(super) async fn start_addon_agents(plan: &Plan) -> anyhow::Result<((), Strin
     for cluster in &plan.clusters {
         let name = format!("addon-agent-{cluster}");
         let log = plan.logs().join(format!("{name}.log"));
-        let out = std::fs::File::create(&log).with_context(|| format!("create {}", log.display()))?;
-        let err = out.try_clone().context("clone log handle")?;
-        let child = std::process::Command::new(&plan.exe)
+        let mut agent = std::process::Command::new(&plan.exe);
+        agent
             .args(["addon-agent", "--addon", ADDON, "--hub-kubeconfig-secret"])
             .args(["--lease-seconds", &ADDON_AGENT_RENEW_SECONDS.to_string()])
             .arg("--kubeconfig")
-            .arg(plan.admin_kubeconfig(cluster))
-            .env_remove("KUBECONFIG")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .process_group(0)
-            .spawn()
+            .arg(plan.admin_kubeconfig(cluster));
+        let child = spawn_in_background(agent, &log)
             .with_context(|| format!("start the {ADDON} agent of {cluster}"))?;
         processes::record(&plan.state, &name, child.id(), &plan.exe, &log, None)?;
         started.push(format!("{cluster}: process {}", child.id()));
         drop(child);
     }
     Ok(((), started.join(", ")))
+}
+
+/// Starts `command` (this environment's own kubeconfigs only) with its output in `log`, in a
+/// process group of its own, so that a terminal's hang-up or Ctrl-C does not reach it.
+fn spawn_in_background(
+    mut command: std::process::Command,
+    log: &Path,
+) -> anyhow::Result<std::process::Child> {
+    let out = std::fs::File::create(log).with_context(|| format!("create {}", log.display()))?;
+    let err = out.try_clone().context("clone log handle")?;
+    Ok(command
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()?)
 }
 
 /// How often the stand-in add-on agents renew their leases.
