@@ -4,7 +4,8 @@
 //! plugin add-on enabled and disabled. Then its own count of API requests
 //! (`flotilla_apiserver_requests_total` on `/metrics`) shows (a) it was never refused (no 403)
 //! and (b) every rule of the ClusterRole — each group × resource × verb — was used, except the
-//! few in [`ALLOWED_UNUSED`], each with the reason no request shows it. The klusterlets run as
+//! few in [`ALLOWED_UNUSED`], each with the reason no request shows it (and the few in
+//! [`PERHAPS_UNUSED`], which a run uses or not as its timing goes). The klusterlets run as
 //! deploy/klusterlet's service account and are never refused either.
 
 #![allow(
@@ -27,6 +28,16 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 
 const TIMEOUT: Duration = Duration::from_secs(150);
+
+/// (group, resource, verb) of deploy/hub's rules that a run may or may not use, and when it does.
+const PERHAPS_UNUSED: &[(&str, &str, &str, &str)] = &[(
+    "",
+    "namespaces",
+    "patch",
+    "an accepted cluster's namespace is created once, and applied again when its accept pass \
+     failed after creating it (a conflict on the condition it writes), after RBAC drift or at a \
+     resync (registration hub/accept)",
+)];
 
 /// (group, resource, verb) of deploy/hub's rules that no request of the hub shows, and why
 /// they are needed all the same. Most are permissions the apiserver checks on another request
@@ -460,9 +471,10 @@ async fn the_hub_as_deploy_hubs_service_account_is_never_refused_and_uses_every_
             .collect()
     };
     let allowed = permissions(ALLOWED_UNUSED);
+    let perhaps = permissions(PERHAPS_UNUSED);
     let unused: Vec<_> = hub_role_permissions()
         .into_iter()
-        .filter(|p| !requests.contains_key(p) && !allowed.contains(p))
+        .filter(|p| !requests.contains_key(p) && !allowed.contains(p) && !perhaps.contains(p))
         .collect();
     let used_yet_allowed: Vec<_> = allowed.iter().filter(|p| requests.contains_key(*p)).collect();
     assert!(
