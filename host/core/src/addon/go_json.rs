@@ -112,6 +112,25 @@ pub fn to_vec(value: &Value) -> Result<Vec<u8>, GoJsonError> {
     Ok(out)
 }
 
+/// How many bytes Go's `json.Marshal` produces for `value`, counted as they are written rather
+/// than kept: the size checks of every plugin answer need only this.
+pub fn encoded_len(value: &Value) -> Result<usize, GoJsonError> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let mut serializer = serde_json::Serializer::with_formatter(&mut count, GoFormatter);
+    GoValue(value).serialize(&mut serializer)?;
+    Ok(count.0)
+}
+
 /// The text Go's `json.Marshal` produces for `value`.
 pub fn to_string(value: &Value) -> Result<String, GoJsonError> {
     let bytes = to_vec(value)?;
@@ -200,6 +219,7 @@ mod tests {
     fn values_print_as_go_prints_them(#[case] value: Value, #[case] expected: &str) {
         let expected = expected.replace("\\u{7f}", "\u{7f}");
         assert_eq!(to_string(&value).unwrap(), expected);
+        assert_eq!(encoded_len(&value).unwrap(), expected.len());
     }
 
     proptest::proptest! {

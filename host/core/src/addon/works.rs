@@ -247,12 +247,10 @@ pub fn validate_manifests(output: &[String], caps: OutputCaps) -> Result<Vec<Age
                 name: name.into(),
             });
         }
-        let size = go_json::to_vec(&object)
-            .map_err(|e| ManifestError::Encode {
-                index,
-                message: e.to_string(),
-            })?
-            .len();
+        let size = go_json::encoded_len(&object).map_err(|e| ManifestError::Encode {
+            index,
+            message: e.to_string(),
+        })?;
         if size > MAX_MANIFESTS_SIZE {
             return Err(ManifestError::TooLarge {
                 index,
