@@ -39,6 +39,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("HOSTILE_PROBE_TRAP", "hostile-probe-trap"),
     ("HOSTILE_MALFORMED", "hostile-malformed"),
     ("HOSTILE_ALIASED", "hostile-aliased"),
+    ("HOSTILE_SNOOP", "hostile-snoop"),
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

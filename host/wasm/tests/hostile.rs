@@ -16,7 +16,9 @@ use std::time::Duration;
 use common::{addon, agent_csr, cluster, ends_within, hang_bound, hostile_limits, load};
 use flotilla_test_plugins as plugins;
 use flotilla_wasm::types::{CsrDecision, HealthStatus};
-use flotilla_wasm::{Error, Fault, Hook, Interruption, Limits, Plugin, Runtime, RuntimeConfig, TimeoutBy};
+use flotilla_wasm::{
+    AllocatorChoice, Error, Fault, Hook, Interruption, Limits, Plugin, Runtime, RuntimeConfig, TimeoutBy,
+};
 
 /// A runtime of its own with `interruption`, sharing the suite's artifact cache.
 fn runtime_with(interruption: Interruption) -> Runtime {
@@ -816,4 +818,32 @@ async fn a_customized_plugin_whose_probe_health_traps_is_unknown_naming_the_faul
         "{}",
         health.message
     );
+}
+
+#[tokio::test]
+async fn no_call_finds_what_an_earlier_call_left_in_memory() {
+    let cache_dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("flotilla-wasm-artifacts");
+    for allocator in [AllocatorChoice::Pooling, AllocatorChoice::OnDemand] {
+        // One call slot: every call reuses the slot, and the memory, of the one before it.
+        let runtime = Runtime::new(RuntimeConfig {
+            allocator,
+            max_concurrent_calls: 1,
+            cache_dir: Some(cache_dir.clone()),
+            ..RuntimeConfig::default()
+        })
+        .expect("runtime builds");
+        let plugin = load_into(&runtime, "snoop", plugins::HOSTILE_SNOOP, hostile_limits()).await;
+        let bound = hang_bound(&hostile_limits());
+        for tenant in ["tenant-a-secret", "tenant-b", "tenant-c"] {
+            let answer = ends_within(bound, plugin.manifests(&cluster(tenant), &addon("snoop"), &[]))
+                .await
+                .expect("snoop answers");
+            let data = &answer[0].object["data"];
+            assert_eq!(data["zeroed"], "", "{allocator:?}: {tenant}'s call found {data}");
+            assert_eq!(
+                data["initialised"], "as-shipped......",
+                "{allocator:?}: {tenant}'s call found {data}"
+            );
+        }
+    }
 }
