@@ -136,32 +136,18 @@ async fn accept(
         };
     }
     let cluster = write::add_finalizer(api, &cluster, API_RESOURCE_CLEANUP_FINALIZER).await?;
-    if fresh {
-        // Everything was applied for this cluster moments ago and no drift was seen since.
-        write::set_condition(api, &cluster, &current, acceptance::accepted_condition()).await?;
-        return Ok(Action::requeue(context.options.resync));
-    }
-
-    let mut errors = Vec::new();
-    let cluster_scoped = async {
-        flotilla_kube::apply::apply(
-            &Api::<ClusterRole>::all(client.clone()),
-            &rbac::cluster_role(&name, true),
-        )
-        .await?;
-        let bindings = Api::<ClusterRoleBinding>::all(client.clone());
-        flotilla_kube::apply::apply(&bindings, &rbac::cluster_role_binding(&name)).await?;
-        flotilla_kube::apply::apply(&bindings, &rbac::certificates_role_binding(&name)).await?;
-        Ok::<_, Error>(())
+    // Fresh: everything was applied for this cluster object moments ago and no drift was seen
+    // since. Remembered before the condition is written, so a conflict on that write does
+    // not cost the next pass everything again (and only a pass that applied refreshes it).
+    let failure = if fresh {
+        None
+    } else {
+        let failure = apply_everything(client, &cluster).await;
+        if failure.is_none() {
+            controller.applied.remember(&name, &uid);
+        }
+        failure
     };
-    if let Err(e) = cluster_scoped.await {
-        errors.push(e);
-    }
-    if let Err(e) = namespaced(client, &cluster).await {
-        errors.push(e);
-    }
-
-    let failure = Error::several(errors);
     let condition = match &failure {
         None => acceptance::accepted_condition(),
         Some(e) => acceptance::error_condition(e.to_string()),
@@ -171,9 +157,6 @@ async fn accept(
             .iter()
             .any(|c| c.type_ == CONDITION_HUB_ACCEPTED && c.status == conditions::TRUE);
     write::set_condition(api, &cluster, &current, condition).await?;
-    if failure.is_none() {
-        controller.applied.remember(&name, &uid);
-    }
     if newly_accepted {
         context
             .events
@@ -189,6 +172,31 @@ async fn accept(
         Some(e) => Err(e),
         None => Ok(Action::requeue(context.options.resync)),
     }
+}
+
+/// Applies the cluster's RBAC (cluster-wide and in its namespace) and its lease; `None` when
+/// all of it is in place, else what failed.
+async fn apply_everything(client: &Client, cluster: &ManagedCluster) -> Option<Error> {
+    let name = cluster.name_any();
+    let mut errors = Vec::new();
+    let cluster_scoped = async {
+        flotilla_kube::apply::apply(
+            &Api::<ClusterRole>::all(client.clone()),
+            &rbac::cluster_role(&name, true),
+        )
+        .await?;
+        let bindings = Api::<ClusterRoleBinding>::all(client.clone());
+        flotilla_kube::apply::apply(&bindings, &rbac::cluster_role_binding(&name)).await?;
+        flotilla_kube::apply::apply(&bindings, &rbac::certificates_role_binding(&name)).await?;
+        Ok::<_, Error>(())
+    };
+    if let Err(e) = cluster_scoped.await {
+        errors.push(e);
+    }
+    if let Err(e) = namespaced(client, cluster).await {
+        errors.push(e);
+    }
+    Error::several(errors)
 }
 
 /// Event reason when a cluster's name is reserved for the hub's own objects.
