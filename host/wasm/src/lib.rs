@@ -45,6 +45,7 @@ mod plugin;
 mod registry;
 mod runtime;
 mod state;
+pub mod types;
 pub mod validate;
 
 pub use digest::{ComponentBytes, Digest, ParseDigestError};
@@ -58,17 +59,3 @@ pub use runtime::{
     AllocatorChoice, AllocatorKind, DEFAULT_MEMORY_BUDGET_BYTES, FAIR_SHARES, Interruption, Runtime,
     RuntimeConfig,
 };
-
-/// The records of the contract (`flotilla:addon/types@0.1.0`), as generated from the WIT.
-///
-/// These are the host's vocabulary for hook inputs and outputs. When a newer contract version
-/// is released, older guests' records will be converted into the newest version's types here.
-pub mod types {
-    pub use crate::bindings::flotilla::addon::host::LogLevel;
-    pub use crate::bindings::flotilla::addon::types::{
-        Addon, AddonOptions, Cluster, ConfigRef, ConfigType, Csr, CsrDecision, CustomSignerRegistration,
-        FeedbackField, FeedbackRule, FeedbackValue, HealthMode, HealthResult, HealthStatus, JsonPath,
-        KeyValue, KubeClientRegistration, Manifest, PluginError, ProbeField, Registration, ResolvedConfig,
-        ResourceIdentifier, Subject,
-    };
-}

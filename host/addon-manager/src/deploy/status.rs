@@ -66,10 +66,7 @@ pub(super) fn with_supported_configs(
             .options()
             .supported_configs
             .iter()
-            .map(|c| ConfigGroupResource {
-                group: c.group.clone(),
-                resource: c.resource.clone(),
-            })
+            .map(ConfigGroupResource::from)
             .collect(),
         ..status.clone()
     }

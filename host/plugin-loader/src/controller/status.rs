@@ -361,10 +361,7 @@ pub(crate) fn describe_summary(options: &AddonOptions) -> PluginDescription {
         supported_config_types: options
             .supported_configs
             .iter()
-            .map(|c| ConfigGroupResource {
-                group: c.group.clone(),
-                resource: c.resource.clone(),
-            })
+            .map(ConfigGroupResource::from)
             .collect(),
         default_install_namespace: options.default_install_namespace.clone().unwrap_or_default(),
     }
