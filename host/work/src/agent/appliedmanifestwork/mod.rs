@@ -2,8 +2,15 @@
 //! managed cluster. A deleted one has its owned objects removed before its finalizer is
 //! released; one of this hub whose ManifestWork is missing from the hub's list is marked
 //! (`evictionStartTime`) and deleted after the eviction grace period ([`reconcile`]).
+//!
+//! `reconcile.rs` reads the record and runs the steps in order; each step is a file of its
+//! own: [`finalize`], [`supersede`], [`hold`], [`evict`].
 
+mod evict;
+mod finalize;
+mod hold;
 mod reconcile;
+mod supersede;
 
 pub(crate) use reconcile::reconcile;
 
