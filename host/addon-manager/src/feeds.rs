@@ -1,91 +1,77 @@
-//! The add-on manager's watches: one [`Feed`] per kind its controllers read, each kept as the
-//! union of what its readers use, and what of each object wakes which controller.
+//! The add-on manager's view of the process's shared feeds ([`flotilla_kube::feed::Feeds`]):
+//! which kinds its controllers read, each kept as the union of what the hub's readers use,
+//! and what of each object wakes which controller.
 //!
-//! | kind | readers | kept |
+//! | kind | readers here | kept |
 //! |---|---|---|
 //! | ManagedClusterAddOn | install, rollout, registration, deploy, health | all |
-//! | ManagedCluster | install, registration, deploy, health | all but capacity and allocatable |
+//! | ManagedCluster | install, registration, deploy, health | [`for_hub`] (placement reads the rest) |
 //! | ClusterManagementAddOn | plugin, install, rollout, registration, deploy, health | all |
 //! | AddOnPlugin | plugin, rollout, registration, deploy, health | all |
 //! | ManifestWork (add-on label) | deploy, health | metadata, objects' identities, status but per-object conditions ([`slim_work`]) |
 //! | Placement, PlacementDecision (placement label) | install, rollout | all |
+//! | AddOnTemplate | every template add-on's reconcile | all |
 //!
-//! Managed fields are dropped from every object ([`Feed::new`]).
+//! Managed fields are dropped from every object.
 
 use flotilla_api::addon::consts::ADDON_NAME_LABEL;
 use flotilla_api::addon::v1alpha1::{AddOnTemplate, ClusterManagementAddOn, ManagedClusterAddOn};
 use flotilla_api::cluster::consts::PLACEMENT_LABEL;
-use flotilla_api::cluster::v1::ManagedCluster;
+use flotilla_api::cluster::v1::{ManagedCluster, ManagedClusterStatus};
 use flotilla_api::cluster::v1beta1::{Placement, PlacementDecision};
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
 use flotilla_api::work::v1::{ManifestWork, ManifestWorkSpec};
 use flotilla_core::addon::works::{keep_only_work_objects, work_spec_hash};
+use flotilla_core::registration::hub::cached::for_hub;
 use flotilla_kube::feed::{Feed, Namespaces, hash_of};
 use kube::ResourceExt as _;
-use kube::{Api, Client, runtime::watcher};
 
-/// Every feed of the add-on manager; controllers subscribe before [`Feeds::run`] starts them.
-pub(crate) struct Feeds {
-    pub(crate) addons: Feed<ManagedClusterAddOn>,
-    pub(crate) clusters: Feed<ManagedCluster>,
-    pub(crate) cmas: Feed<ClusterManagementAddOn>,
-    pub(crate) plugins: Feed<AddOnPlugin>,
-    pub(crate) works: Feed<ManifestWork>,
+/// The shared feeds, as the add-on manager's controllers ask for them; they subscribe before
+/// the process runs the feeds.
+pub(crate) struct Feeds<'a>(pub(crate) &'a mut flotilla_kube::feed::Feeds);
+
+impl Feeds<'_> {
+    pub(crate) fn addons(&mut self) -> &mut Feed<ManagedClusterAddOn> {
+        self.0.feed(None, None)
+    }
+
     /// The add-ons by cluster namespace: which a cluster's change wakes.
-    pub(crate) addons_by_cluster: Namespaces<ManagedClusterAddOn>,
+    pub(crate) fn addons_by_cluster(&mut self) -> Namespaces<ManagedClusterAddOn> {
+        self.addons().namespaces()
+    }
+
+    pub(crate) fn clusters(&mut self) -> &mut Feed<ManagedCluster> {
+        self.0.feed(None, Some(for_hub))
+    }
+
+    pub(crate) fn cmas(&mut self) -> &mut Feed<ClusterManagementAddOn> {
+        self.0.feed(None, None)
+    }
+
+    pub(crate) fn plugins(&mut self) -> &mut Feed<AddOnPlugin> {
+        self.0.feed(None, None)
+    }
+
+    pub(crate) fn works(&mut self) -> &mut Feed<ManifestWork> {
+        self.0.feed(Some(ADDON_NAME_LABEL), Some(slim_work))
+    }
+
     /// The add-on works by cluster namespace: an add-on's own, found without a scan.
-    pub(crate) works_by_cluster: Namespaces<ManifestWork>,
-    pub(crate) placements: Feed<Placement>,
+    pub(crate) fn works_by_cluster(&mut self) -> Namespaces<ManifestWork> {
+        self.works().namespaces()
+    }
+
+    pub(crate) fn placements(&mut self) -> &mut Feed<Placement> {
+        self.0.feed(None, None)
+    }
+
+    pub(crate) fn decisions(&mut self) -> &mut Feed<PlacementDecision> {
+        self.0.feed(Some(PLACEMENT_LABEL), None)
+    }
+
     /// AddOnTemplates: every reconcile of a template add-on reads its own.
-    pub(crate) templates: Feed<AddOnTemplate>,
-    pub(crate) decisions: Feed<PlacementDecision>,
-}
-
-impl Feeds {
-    pub(crate) fn new(client: &Client) -> Self {
-        let all = watcher::Config::default;
-        let mut addons = Feed::new(Api::all(client.clone()), all(), |_| {});
-        let mut works = Feed::new(
-            Api::all(client.clone()),
-            all().labels(ADDON_NAME_LABEL),
-            slim_work,
-        );
-        Self {
-            addons_by_cluster: addons.namespaces(),
-            works_by_cluster: works.namespaces(),
-            addons,
-            clusters: Feed::new(Api::all(client.clone()), all(), slim_cluster),
-            cmas: Feed::new(Api::all(client.clone()), all(), |_| {}),
-            plugins: Feed::new(Api::all(client.clone()), all(), |_| {}),
-            works,
-            placements: Feed::new(Api::all(client.clone()), all(), |_| {}),
-            templates: Feed::new(Api::all(client.clone()), all(), |_| {}),
-            decisions: Feed::new(Api::all(client.clone()), all().labels(PLACEMENT_LABEL), |_| {}),
-        }
-    }
-
-    /// Runs every watch until dropped.
-    pub(crate) async fn run(self) {
-        use futures::FutureExt as _;
-        futures::join!(
-            self.addons.run().boxed(),
-            self.clusters.run().boxed(),
-            self.cmas.run().boxed(),
-            self.plugins.run().boxed(),
-            self.works.run().boxed(),
-            self.placements.run().boxed(),
-            self.decisions.run().boxed(),
-            self.templates.run().boxed(),
-        );
-    }
-}
-
-/// Drops of a ManagedCluster what no controller here reads: its capacity and allocatable,
-/// rewritten by its agent with every resource change.
-fn slim_cluster(cluster: &mut ManagedCluster) {
-    if let Some(status) = cluster.status.as_mut() {
-        status.capacity.clear();
-        status.allocatable.clear();
+    pub(crate) fn templates(&mut self) -> &mut Feed<AddOnTemplate> {
+        self.0.feed(None, None)
     }
 }
 
@@ -118,19 +104,15 @@ pub(crate) fn slim_work(work: &mut ManifestWork) {
 }
 
 /// What rendering reads of a cluster (the plugin's inputs): metadata, spec and status but its
-/// conditions, whose transitions change no manifest.
+/// conditions, whose transitions change no manifest, and its capacity and allocatable, which
+/// its agent rewrites with every resource change and no plugin sees.
 pub(crate) fn cluster_for_render(cluster: &ManagedCluster) -> Option<u64> {
-    let status = cluster.status.as_ref().map(|s| {
-        let mut s = s.clone();
-        s.conditions = None;
-        s
-    });
     hash_of(&(
         &cluster.metadata.labels,
         &cluster.metadata.annotations,
         cluster.metadata.deletion_timestamp.is_some(),
         &cluster.spec,
-        status,
+        cluster.status.as_ref().map(|s| without_resources(s, false)),
     ))
 }
 
@@ -142,8 +124,22 @@ pub(crate) fn cluster_with_conditions(cluster: &ManagedCluster) -> Option<u64> {
         &cluster.metadata.annotations,
         cluster.metadata.deletion_timestamp.is_some(),
         &cluster.spec,
-        &cluster.status,
+        cluster.status.as_ref().map(|s| without_resources(s, true)),
     ))
+}
+
+/// `status` without its capacity and allocatable, and without its conditions unless `conditions`.
+fn without_resources(status: &ManagedClusterStatus, conditions: bool) -> ManagedClusterStatus {
+    ManagedClusterStatus {
+        conditions: if conditions {
+            status.conditions.clone()
+        } else {
+            None
+        },
+        capacity: Default::default(),
+        allocatable: Default::default(),
+        ..status.clone()
+    }
 }
 
 /// Of a CMA, only whether it is ours: its annotations. Its status, which the rollout writes at

@@ -248,15 +248,28 @@ impl Default for Options {
 /// The `reportingController` of the add-on manager's Events.
 pub const EVENT_REPORTER: &str = "addon-manager";
 
-/// Runs the plugin, install, rollout and deploy controllers concurrently until dropped. `registry` is
-/// the one the AddOnPlugin controller loads plugin revisions into.
+/// Runs the add-on manager, with feeds of its own, until dropped. `registry` is the one the
+/// AddOnPlugin controller loads plugin revisions into.
 pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options) {
-    tracing::info!("add-on manager starting");
+    let mut feeds = flotilla_kube::feed::Feeds::new(client.clone());
+    let manager = start(&mut feeds, client, registry, options);
+    futures::join!(feeds.run(), manager);
+}
+
+/// Subscribes the plugin, install, rollout, registration, deploy and health controllers to
+/// `feeds` now, and returns them: they run concurrently until dropped, once `feeds` runs
+/// beside them.
+pub fn start(
+    feeds: &mut flotilla_kube::feed::Feeds,
+    client: Client,
+    registry: Arc<PluginRegistry>,
+    options: Options,
+) -> impl Future<Output = ()> + use<> {
+    let mut feeds = feeds::Feeds(feeds);
     // Every controller finds an add-on's plugin through this one value (`Plugins::for_addon`).
-    let mut feeds = feeds::Feeds::new(&client);
-    let plugins = Arc::new(Plugins::new(registry, feeds.templates.store()));
+    let plugins = Arc::new(Plugins::new(registry, feeds.templates().store()));
     let configs = Arc::new(configs::ReleasedConfigs::default());
-    let (writer, due_writes) = writes::StatusWriter::new(feeds.addons.store());
+    let (writer, due_writes) = writes::StatusWriter::new(feeds.addons().store());
     let events = flotilla_kube::events::Events::new(client.clone(), EVENT_REPORTER);
     // Every controller subscribes before the feeds run, so none misses the first list.
     let plugin = plugin::run(&mut feeds, client.clone(), Arc::clone(&plugins), options.clone());
@@ -296,15 +309,17 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, options: Options
     );
     // Each on the heap: together they are too large a future for a thread's stack in debug builds.
     use futures::FutureExt as _;
-    futures::join!(
-        feeds.run().boxed(),
-        writes::run(Arc::clone(&writer), due_writes).boxed(),
-        plugin.boxed(),
-        install.boxed(),
-        rollout.boxed(),
-        registration.boxed(),
-        csr::run(client, plugins, configs, options).boxed(),
-        deploy.boxed(),
-        health.boxed(),
-    );
+    async move {
+        tracing::info!("add-on manager starting");
+        futures::join!(
+            writes::run(Arc::clone(&writer), due_writes).boxed(),
+            plugin.boxed(),
+            install.boxed(),
+            rollout.boxed(),
+            registration.boxed(),
+            csr::run(client, plugins, configs, options).boxed(),
+            deploy.boxed(),
+            health.boxed(),
+        );
+    }
 }

@@ -5,4 +5,5 @@
 //! Run one file's tests with `cargo test -p flotilla-kube --test integration <module>::`.
 
 mod events;
+mod feeds;
 mod server_limits;

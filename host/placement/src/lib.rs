@@ -41,8 +41,23 @@ pub fn scheduling_passes() -> u64 {
     scheduling::SCHEDULED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Runs the placement controller until the future is dropped.
+/// Runs the placement controller, with feeds of its own, until the future is dropped.
 pub async fn run(client: Client, options: PlacementOptions) {
-    tracing::info!("placement controller starting");
-    scheduling::run(client, options).await;
+    let mut feeds = flotilla_kube::feed::Feeds::new(client.clone());
+    let controller = start(&mut feeds, client, options);
+    futures::join!(feeds.run(), controller);
+}
+
+/// Subscribes the placement controller to `feeds` now, and returns it: it runs until dropped,
+/// once `feeds` runs beside it.
+pub fn start(
+    feeds: &mut flotilla_kube::feed::Feeds,
+    client: Client,
+    options: PlacementOptions,
+) -> impl Future<Output = ()> + use<> {
+    let controller = scheduling::start(feeds, client, options);
+    async move {
+        tracing::info!("placement controller starting");
+        controller.await;
+    }
 }

@@ -133,7 +133,7 @@ fn deploy_work_inputs(work: &ManifestWork) -> Option<u64> {
 
 /// Subscribes the controller to the feeds; the returned future runs it until dropped.
 pub(crate) fn run(
-    feeds: &mut crate::feeds::Feeds,
+    feeds: &mut crate::feeds::Feeds<'_>,
     client: Client,
     plugins: Arc<Plugins>,
     configs: Arc<ReleasedConfigs>,
@@ -141,19 +141,15 @@ pub(crate) fn run(
     events: Events,
     options: Options,
 ) -> impl Future<Output = ()> + use<> {
-    let (addons, addon_changes) = feeds.addons.subscribe(deploy_inputs);
+    let (addons, addon_changes) = feeds.addons().subscribe(deploy_inputs);
     // The clusters, CMAs and works a reconcile reads come from the feeds, not a GET each time.
-    let (clusters, cluster_changes) = feeds.clusters.subscribe(crate::feeds::cluster_for_render);
-    let (cmas, cma_changes) = feeds.cmas.subscribe(crate::feeds::cma_annotations);
-    let (_, work_changes) = feeds.works.subscribe(deploy_work_inputs);
-    let (_, plugin_changes) = feeds.plugins.subscribe_all();
+    let (clusters, cluster_changes) = feeds.clusters().subscribe(crate::feeds::cluster_for_render);
+    let (cmas, cma_changes) = feeds.cmas().subscribe(crate::feeds::cma_annotations);
+    let (_, work_changes) = feeds.works().subscribe(deploy_work_inputs);
+    let (_, plugin_changes) = feeds.plugins().subscribe_all();
     let controller =
         Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
-    let (by_cma, by_plugin, by_cluster) = (
-        controller.store(),
-        controller.store(),
-        feeds.addons_by_cluster.clone(),
-    );
+    let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), feeds.addons_by_cluster());
     let controller = controller
         .watches_stream(work_changes, |work| {
             let addon = work.labels().get(ADDON_NAME_LABEL)?;
@@ -177,7 +173,7 @@ pub(crate) fn run(
         events,
         clusters,
         cmas,
-        works: feeds.works_by_cluster.clone(),
+        works: feeds.works_by_cluster(),
         unseen: UnseenWrites::default(),
         plugins,
         configs,

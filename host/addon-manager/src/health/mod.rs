@@ -152,26 +152,22 @@ fn health_work_inputs(work: &ManifestWork) -> Option<u64> {
 
 /// Subscribes the controller to the feeds; the returned future runs it until dropped.
 pub(crate) fn run(
-    feeds: &mut crate::feeds::Feeds,
+    feeds: &mut crate::feeds::Feeds<'_>,
     client: Client,
     plugins: Arc<Plugins>,
     writer: crate::AddonWriter,
     events: Events,
     options: Options,
 ) -> impl Future<Output = ()> + use<> {
-    let (addons, addon_changes) = feeds.addons.subscribe(health_inputs);
+    let (addons, addon_changes) = feeds.addons().subscribe(health_inputs);
     // The clusters, CMAs and works a reconcile reads come from the feeds, not a GET or LIST.
-    let (clusters, cluster_changes) = feeds.clusters.subscribe(crate::feeds::cluster_with_conditions);
-    let (cmas, cma_changes) = feeds.cmas.subscribe(crate::feeds::cma_annotations);
-    let (_, work_changes) = feeds.works.subscribe(health_work_inputs);
-    let (_, plugin_changes) = feeds.plugins.subscribe_all();
+    let (clusters, cluster_changes) = feeds.clusters().subscribe(crate::feeds::cluster_with_conditions);
+    let (cmas, cma_changes) = feeds.cmas().subscribe(crate::feeds::cma_annotations);
+    let (_, work_changes) = feeds.works().subscribe(health_work_inputs);
+    let (_, plugin_changes) = feeds.plugins().subscribe_all();
     let controller =
         Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
-    let (by_plugin, by_cluster, by_cma) = (
-        controller.store(),
-        feeds.addons_by_cluster.clone(),
-        controller.store(),
-    );
+    let (by_plugin, by_cluster, by_cma) = (controller.store(), feeds.addons_by_cluster(), controller.store());
     let controller = controller
         .watches_stream(work_changes, |work| {
             let addon = work.labels().get(ADDON_NAME_LABEL)?;
@@ -191,7 +187,7 @@ pub(crate) fn run(
         events,
         clusters,
         cmas,
-        works: feeds.works_by_cluster.clone(),
+        works: feeds.works_by_cluster(),
         plugins,
         writer,
         options,

@@ -62,18 +62,18 @@ fn referring(
 
 /// Subscribes the controller to the feeds; the returned future runs it until dropped.
 pub(crate) fn run(
-    feeds: &mut crate::feeds::Feeds,
+    feeds: &mut crate::feeds::Feeds<'_>,
     client: Client,
     options: Options,
 ) -> impl Future<Output = ()> + use<> {
     // Only whether an add-on exists, and its owners, count here: metadata, and only its
     // changes, not the new resourceVersion of every status write.
-    let (addons, addon_changes) = feeds.addons.subscribe(install_inputs);
-    let (cmas, cma_changes) = feeds.cmas.subscribe_all();
-    let (_, decision_changes) = feeds.decisions.subscribe_all();
-    let (_, placement_changes) = feeds.placements.subscribe_all();
+    let (addons, addon_changes) = feeds.addons().subscribe(install_inputs);
+    let (cmas, cma_changes) = feeds.cmas().subscribe_all();
+    let (_, decision_changes) = feeds.decisions().subscribe_all();
+    let (_, placement_changes) = feeds.placements().subscribe_all();
     // A cluster alone changes no install plan: its cache is read, its changes are not watched.
-    let clusters = feeds.clusters.store();
+    let clusters = feeds.clusters().store();
     let controller = Controller::for_stream(cma_changes, cmas);
     let by_decision = controller.store();
     let by_placement = controller.store();

@@ -48,13 +48,13 @@ fn driving(store: &Store<AddOnPlugin>, addon: &str) -> Vec<ObjectRef<AddOnPlugin
 
 /// Subscribes the controller to the feeds; the returned future runs it until dropped.
 pub(crate) fn run(
-    feeds: &mut crate::feeds::Feeds,
+    feeds: &mut crate::feeds::Feeds<'_>,
     client: Client,
     plugins: Arc<Plugins>,
     options: Options,
 ) -> impl Future<Output = ()> + use<> {
-    let (store, plugin_changes) = feeds.plugins.subscribe_all();
-    let (_, cma_changes) = feeds.cmas.subscribe_all();
+    let (store, plugin_changes) = feeds.plugins().subscribe_all();
+    let (_, cma_changes) = feeds.cmas().subscribe_all();
     let controller = Controller::for_stream(plugin_changes, store.clone())
         .watches_stream(cma_changes, move |cma| driving(&store, &cma.name_any()));
     let context = Arc::new(Context {

@@ -120,25 +120,21 @@ pub(crate) fn registration_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
 
 /// Subscribes the controller to the feeds; the returned future runs it until dropped.
 pub(crate) fn run(
-    feeds: &mut crate::feeds::Feeds,
+    feeds: &mut crate::feeds::Feeds<'_>,
     client: Client,
     plugins: Arc<Plugins>,
     configs: Arc<ReleasedConfigs>,
     writer: crate::AddonWriter,
     options: Options,
 ) -> impl Future<Output = ()> + use<> {
-    let (addons, addon_changes) = feeds.addons.subscribe(registration_inputs);
+    let (addons, addon_changes) = feeds.addons().subscribe(registration_inputs);
     // The clusters and CMAs a reconcile reads come from the feeds, not a GET each time.
-    let (clusters, cluster_changes) = feeds.clusters.subscribe(crate::feeds::cluster_for_render);
-    let (cmas, cma_changes) = feeds.cmas.subscribe(crate::feeds::cma_annotations);
-    let (_, plugin_changes) = feeds.plugins.subscribe_all();
+    let (clusters, cluster_changes) = feeds.clusters().subscribe(crate::feeds::cluster_for_render);
+    let (cmas, cma_changes) = feeds.cmas().subscribe(crate::feeds::cma_annotations);
+    let (_, plugin_changes) = feeds.plugins().subscribe_all();
     let controller =
         Controller::for_stream(addon_changes, addons).with_config(crate::per_addon_config(&options));
-    let (by_cma, by_plugin, by_cluster) = (
-        controller.store(),
-        controller.store(),
-        feeds.addons_by_cluster.clone(),
-    );
+    let (by_cma, by_plugin, by_cluster) = (controller.store(), controller.store(), feeds.addons_by_cluster());
     let controller = controller
         .watches_stream(cma_changes, move |cma| {
             crate::addons_named(&by_cma, &cma.name_any())

@@ -81,20 +81,20 @@ fn names_placement(cma: &ClusterManagementAddOn, namespace: &str, name: &str) ->
 
 /// Subscribes the controller to the feeds; the returned future runs it until dropped.
 pub(crate) fn run(
-    feeds: &mut crate::feeds::Feeds,
+    feeds: &mut crate::feeds::Feeds<'_>,
     client: Client,
     plugins: Arc<Plugins>,
     writer: crate::AddonWriter,
     events: Events,
     options: Options,
 ) -> impl Future<Output = ()> + use<> {
-    let (addons, addon_changes) = feeds.addons.subscribe(rollout_inputs);
-    let (cmas, cma_changes) = feeds.cmas.subscribe_all();
-    let (_, decision_changes) = feeds.decisions.subscribe_all();
-    let (_, placement_changes) = feeds.placements.subscribe_all();
-    let (_, plugin_changes) = feeds.plugins.subscribe_all();
+    let (addons, addon_changes) = feeds.addons().subscribe(rollout_inputs);
+    let (cmas, cma_changes) = feeds.cmas().subscribe_all();
+    let (_, decision_changes) = feeds.decisions().subscribe_all();
+    let (_, placement_changes) = feeds.placements().subscribe_all();
+    let (_, plugin_changes) = feeds.plugins().subscribe_all();
     let (_, template_changes) = feeds
-        .templates
+        .templates()
         .subscribe(|template| flotilla_kube::feed::hash_of(&template.spec));
     let controller = Controller::for_stream(cma_changes, cmas);
     let (by_decision, by_placement, by_config, by_template) = (

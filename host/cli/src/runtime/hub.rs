@@ -11,6 +11,7 @@ use flotilla_kube::leader::LeaderElection;
 use flotilla_plugin_loader::controller::ControllerConfig;
 use flotilla_registration::{hub, names};
 use flotilla_wasm::{PluginRegistry, Runtime, RuntimeConfig};
+use futures::FutureExt as _;
 
 /// Name of the hub replicas' leader lease.
 pub const HUB_LEASE: &str = "flotilla-hub";
@@ -142,37 +143,44 @@ async fn controllers(
             registry.runtime().allocator()
         ),
     }
-    let plugins = {
-        let client = client.clone();
-        let config = settings.loader.clone();
-        let registry = plugin_host.clone();
-        async move {
-            match registry {
-                Some(registry) => flotilla_plugin_loader::controller::run(client, registry, config).await,
-                None => std::future::pending().await,
-            }
-        }
-    };
-    let placement = flotilla_placement::run(client.clone(), flotilla_placement::PlacementOptions::default());
+    // One watch and one cache per kind for the whole hub: every part subscribes now, before
+    // the feeds run, so none misses the first list.
+    let mut feeds = flotilla_kube::feed::Feeds::new(client.clone());
+    let registration = hub::start(&mut feeds, client.clone(), hub::HubOptions::default());
+    let placement = flotilla_placement::start(
+        &mut feeds,
+        client.clone(),
+        flotilla_placement::PlacementOptions::default(),
+    );
+    let work = flotilla_work::hub::start(
+        &mut feeds,
+        client.clone(),
+        flotilla_work::hub::HubOptions::default(),
+    );
     // The add-on manager calls the plugins the AddOnPlugin controller loads into the registry.
-    let addons = {
-        let client = client.clone();
-        let options = flotilla_addon_manager::Options {
-            plugin_secrets_namespace: settings.plugin_secrets_namespace.clone(),
-            ..flotilla_addon_manager::Options::default()
-        };
-        async move {
-            match plugin_host {
-                Some(registry) => flotilla_addon_manager::run(client, registry, options).await,
-                None => std::future::pending().await,
-            }
+    let (plugins, addons) = match plugin_host {
+        Some(registry) => {
+            let plugins = flotilla_plugin_loader::controller::start(
+                &mut feeds,
+                client.clone(),
+                Arc::clone(&registry),
+                settings.loader.clone(),
+            );
+            let options = flotilla_addon_manager::Options {
+                plugin_secrets_namespace: settings.plugin_secrets_namespace.clone(),
+                ..flotilla_addon_manager::Options::default()
+            };
+            let addons = flotilla_addon_manager::start(&mut feeds, client.clone(), registry, options);
+            (plugins.boxed(), addons.boxed())
         }
+        None => (std::future::pending().boxed(), std::future::pending().boxed()),
     };
-    let work = flotilla_work::hub::run(client.clone(), flotilla_work::hub::HubOptions::default());
+    // Each on the heap: together they are too large a future for a thread's stack in debug builds.
     tokio::select! {
-        result = hub::run(client, hub::HubOptions::default()) => result.context("hub controllers stopped"),
-        () = placement => anyhow::bail!("placement controller stopped"),
-        () = work => anyhow::bail!("hub work controllers stopped"),
+        result = registration.boxed() => result.context("hub controllers stopped"),
+        () = feeds.run().boxed() => anyhow::bail!("the hub's watches stopped"),
+        () = placement.boxed() => anyhow::bail!("placement controller stopped"),
+        () = work.boxed() => anyhow::bail!("hub work controllers stopped"),
         () = plugins => anyhow::bail!("the AddOnPlugin controller stopped"),
         () = addons => anyhow::bail!("the add-on manager stopped"),
     }

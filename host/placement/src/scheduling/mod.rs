@@ -51,13 +51,15 @@ use flotilla_core::placement::{
     index::{DecisionIndex, Entry},
     name_of,
 };
+use flotilla_core::registration::hub::cached::for_hub;
+use flotilla_kube::feed::{Feed, Feeds, changes};
 use futures::{Stream, StreamExt, stream::BoxStream};
 use kube::{
-    Api, Client, Resource, ResourceExt,
+    Client, Resource, ResourceExt,
     runtime::{
-        Controller, PredicateConfig, WatchStreamExt,
+        Controller,
         controller::Config,
-        reflector::{self, ObjectRef, Store},
+        reflector::{ObjectRef, Store},
         watcher,
     },
 };
@@ -356,47 +358,33 @@ enum Change<K> {
     Deleted(Arc<K>),
 }
 
-/// How the caches list: from the apiserver's watch cache (`resourceVersion=0`), as client-go
-/// informers do, not with a quorum read from etcd page by page. A cache may start a moment
-/// behind; the watch that follows brings it up to date.
-fn list_config() -> watcher::Config {
-    watcher::Config::default().any_semantic()
-}
-
-/// A reflector over every `K` whose objects lose their managedFields, marking `ready` once
-/// the first list is in, and yielding each change.
+/// A subscription to the shared `feed` that marks `ready` once the first list is in the cache,
+/// and yields each change.
 fn reflect<K>(
-    client: &Client,
-    writer: reflector::store::Writer<K>,
+    feed: &mut Feed<K>,
     ready: Arc<AtomicBool>,
-    slim: fn(&mut K),
-) -> impl Stream<Item = Change<K>> + Send + 'static
+) -> (Store<K>, impl Stream<Item = Change<K>> + Send + 'static)
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
-    watcher(Api::<K>::all(client.clone()), list_config())
-        .default_backoff()
-        .modify(move |object| {
-            object.managed_fields_mut().clear();
-            slim(object);
-        })
-        .reflect(writer)
-        .filter_map(move |event| {
-            let change = match event {
-                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => Some(Change::Listing),
-                Ok(watcher::Event::InitDone) => {
-                    ready.store(true, Ordering::Release);
-                    Some(Change::Listed)
-                }
-                Ok(watcher::Event::Apply(object)) => Some(Change::Applied(Arc::new(object))),
-                Ok(watcher::Event::Delete(object)) => Some(Change::Deleted(Arc::new(object))),
-                Err(error) => {
-                    tracing::debug!(%error, "placement cache watch error; retrying");
-                    None
-                }
-            };
-            std::future::ready(change)
-        })
+    let (store, events) = feed.subscribe_events();
+    let changes = events.map(move |event| match event {
+        watcher::Event::Init | watcher::Event::InitApply(_) => Change::Listing,
+        watcher::Event::InitDone => {
+            ready.store(true, Ordering::Release);
+            Change::Listed
+        }
+        watcher::Event::Apply(object) => Change::Applied(Arc::new(object)),
+        watcher::Event::Delete(object) => Change::Deleted(Arc::new(object)),
+    });
+    (store, changes)
 }
 
 /// What of a Placement can change its decisions: its generation (the spec) and the scheduling
@@ -411,56 +399,55 @@ fn scheduling_inputs(placement: &Placement) -> Option<u64> {
     Some(hasher.finish())
 }
 
-/// The Placement watch: fills `writer`, forgets the compiled form of deleted placements, and
-/// yields the placements whose [`scheduling_inputs`] changed.
+/// The placements whose [`scheduling_inputs`] changed, and every deleted one, whose compiled
+/// form is forgotten.
 fn placement_triggers(
-    client: &Client,
-    writer: reflector::store::Writer<Placement>,
+    feed: &mut Feed<Placement>,
     compiled: Arc<CompiledCache>,
-) -> impl Stream<Item = Result<Placement, watcher::Error>> + Send + 'static {
-    watcher(Api::<Placement>::all(client.clone()), list_config())
-        .default_backoff()
-        .modify(|object| object.managed_fields_mut().clear())
-        .reflect(writer)
-        .inspect(move |event| {
-            if let Ok(watcher::Event::Delete(placement)) = event {
-                let key = placement.uid().unwrap_or_else(|| placement.name_any());
-                lock(&compiled).remove(&key);
-            }
-        })
-        .applied_objects()
-        .predicate_filter(scheduling_inputs, PredicateConfig::default())
+) -> (
+    Store<Placement>,
+    impl Stream<Item = Result<Placement, watcher::Error>> + Send + 'static,
+) {
+    let (store, events) = feed.subscribe_events();
+    let events = events.inspect(move |event| {
+        if let watcher::Event::Delete(placement) = event {
+            let key = placement.uid().unwrap_or_else(|| placement.name_any());
+            lock(&compiled).remove(&key);
+        }
+    });
+    (store, changes(events.map(Ok), scheduling_inputs))
 }
 
-/// Runs the controller until dropped.
-pub(crate) async fn run(client: Client, options: PlacementOptions) {
+/// Subscribes the controller to `feeds` now, and returns it: it runs until dropped, once
+/// `feeds` runs.
+pub(crate) fn start(
+    feeds: &mut Feeds,
+    client: Client,
+    options: PlacementOptions,
+) -> impl Future<Output = ()> + use<> {
     let flags: [Arc<AtomicBool>; 5] = std::array::from_fn(|_| Arc::new(AtomicBool::new(false)));
-    let (placements, placements_writer) = reflector::store();
-    let (clusters, clusters_writer) = reflector::store();
-    let (sets, sets_writer) = reflector::store();
-    let (bindings, bindings_writer) = reflector::store();
-    let (scores, scores_writer) = reflector::store();
-    let (decisions, decisions_writer) = reflector::store();
-    // Claims are the agent's to write and CEL reads them all: keep what an agent reports.
-    let bound = |cluster: &mut ManagedCluster| {
-        if let Some(status) = &mut cluster.status {
-            flotilla_core::registration::hub::cached::bound_claims(&mut status.cluster_claims);
-        }
-    };
-    let cluster_changes = reflect::<ManagedCluster>(&client, clusters_writer, Arc::clone(&flags[0]), bound);
-    let set_changes = reflect::<ManagedClusterSet>(&client, sets_writer, Arc::clone(&flags[1]), |_| ());
-    let binding_changes =
-        reflect::<ManagedClusterSetBinding>(&client, bindings_writer, Arc::clone(&flags[2]), |_| ());
-    let score_changes = reflect::<AddOnPlacementScore>(&client, scores_writer, Arc::clone(&flags[3]), |_| ());
-    let decision_changes =
-        reflect::<PlacementDecision>(&client, decisions_writer, Arc::clone(&flags[4]), |_| ());
-
+    let (clusters, cluster_changes) = reflect(
+        feeds.feed::<ManagedCluster>(None, Some(for_hub)),
+        Arc::clone(&flags[0]),
+    );
+    let (sets, set_changes) = reflect(feeds.feed::<ManagedClusterSet>(None, None), Arc::clone(&flags[1]));
+    let (bindings, binding_changes) = reflect(
+        feeds.feed::<ManagedClusterSetBinding>(None, None),
+        Arc::clone(&flags[2]),
+    );
+    let (scores, score_changes) = reflect(
+        feeds.feed::<AddOnPlacementScore>(None, None),
+        Arc::clone(&flags[3]),
+    );
+    // Decisions are found by their placement's label, as OCM's controller lists them.
+    let (decisions, decision_changes) = reflect(
+        feeds.feed::<PlacementDecision>(Some(PLACEMENT_LABEL), None),
+        Arc::clone(&flags[4]),
+    );
     let compiled: Arc<CompiledCache> = Arc::default();
-    let controller = Controller::for_stream(
-        placement_triggers(&client, placements_writer, Arc::clone(&compiled)),
-        placements.clone(),
-    )
-    .with_config(
+    let (placements, placement_changes) =
+        placement_triggers(feeds.feed::<Placement>(None, None), Arc::clone(&compiled));
+    let controller = Controller::for_stream(placement_changes, placements.clone()).with_config(
         Config::default()
             .debounce(options.debounce)
             .concurrency(options.concurrency),
@@ -567,12 +554,15 @@ pub(crate) async fn run(client: Client, options: PlacementOptions) {
     let trigger = futures::stream::select_all(triggers).flat_map(futures::stream::iter);
     let controller = controller.reconcile_on(trigger);
     let writers = Arc::clone(&context);
-    let status_writers =
-        futures::future::join_all((0..writers.options.concurrency.max(1)).map(|_| status::write(&writers)));
     // The background writers never finish; they stop with the controller.
-    tokio::select! {
-        () = flotilla_kube::controller::run("placement", controller, reconcile::reconcile, context) => {}
-        _ = status_writers => {}
-        () = events::write(&writers.events, &writers.busy, publisher) => {}
+    async move {
+        let status_writers = futures::future::join_all(
+            (0..writers.options.concurrency.max(1)).map(|_| status::write(&writers)),
+        );
+        tokio::select! {
+            () = flotilla_kube::controller::run("placement", controller, reconcile::reconcile, context) => {}
+            _ = status_writers => {}
+            () = events::write(&writers.events, &writers.busy, publisher) => {}
+        }
     }
 }

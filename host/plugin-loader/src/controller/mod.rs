@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use flotilla_api::plugins::v1alpha1::AddOnPlugin;
+use flotilla_kube::feed::Feeds;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::core::PartialObjectMeta;
@@ -206,12 +207,24 @@ pub fn error_policy(plugin: Arc<AddOnPlugin>, error: &ReconcileError, ctx: Arc<C
     flotilla_kube::backoff::requeue_after(error, attempt)
 }
 
-/// Runs the controller until the watch stream ends. The hub calls this once, with the registry
-/// the add-on manager looks plugins up in ([`PluginRegistry::get`] by add-on name).
+/// Runs the controller, with a feed of its own, until the watch stream ends.
 pub async fn run(client: Client, registry: Arc<PluginRegistry>, config: ControllerConfig) {
-    let api: Api<AddOnPlugin> = Api::all(client.clone());
-    let controller = Controller::new(api, watcher::Config::default());
-    let plugins = controller.store();
+    let mut feeds = Feeds::new(client.clone());
+    let controller = start(&mut feeds, client, registry, config);
+    futures::join!(feeds.run(), controller);
+}
+
+/// Subscribes the controller to the AddOnPlugins of `feeds` now, and returns it: it runs once
+/// `feeds` runs beside it. The hub starts it once, with the registry the add-on manager looks
+/// plugins up in ([`PluginRegistry::get`] by add-on name).
+pub fn start(
+    feeds: &mut Feeds,
+    client: Client,
+    registry: Arc<PluginRegistry>,
+    config: ControllerConfig,
+) -> impl Future<Output = ()> + use<> {
+    let (plugins, plugin_changes) = feeds.feed::<AddOnPlugin>(None, None).subscribe_all();
+    let controller = Controller::for_stream(plugin_changes, plugins.clone());
     let fault_events = registry.runtime().subscribe_faults();
     let context = Arc::new(Context::new(client.clone(), registry, config));
     let marks = Arc::clone(&context);
@@ -265,9 +278,11 @@ pub async fn run(client: Client, registry: Arc<PluginRegistry>, config: Controll
                 tracing::debug!(%error, "AddOnPlugin controller event");
             }
         });
-    tokio::select! {
-        () = controller => {}
-        () = faults => {}
+    async move {
+        tokio::select! {
+            () = controller => {}
+            () = faults => {}
+        }
     }
 }
 

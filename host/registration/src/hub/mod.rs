@@ -77,45 +77,63 @@ impl Default for HubOptions {
 }
 
 /// Installs the hub-wide ClusterRoles, then runs every hub registration controller
-/// concurrently. The controllers run until the future is dropped; an error means the
-/// ClusterRoles could not be installed.
+/// concurrently, with feeds of their own. The controllers run until the future is dropped; an
+/// error means the ClusterRoles could not be installed.
 pub async fn run(client: Client, options: HubOptions) -> Result<()> {
-    ensure_hub_cluster_roles(&client).await?;
-    tracing::info!("hub registration controllers starting");
-    let mut feeds = feeds::Feeds::new(&client);
+    let mut feeds = flotilla_kube::feed::Feeds::new(client.clone());
+    let controllers = start(&mut feeds, client, options);
+    tokio::select! {
+        result = controllers => result,
+        () = feeds.run() => Ok(()),
+    }
+}
+
+/// Subscribes every hub registration controller to `feeds` now, and returns them: they
+/// install the hub-wide ClusterRoles, then run until dropped. Run `feeds` beside them.
+pub fn start(
+    feeds: &mut flotilla_kube::feed::Feeds,
+    client: Client,
+    options: HubOptions,
+) -> impl Future<Output = Result<()>> + use<> {
+    let mut feeds = feeds::Feeds(feeds);
+    let feeds = &mut feeds;
     // Every controller subscribes before the feeds run, so none misses the first list.
-    let accept = accept::run(&mut feeds, client.clone(), options.clone());
-    let lease = lease::run(&mut feeds, client.clone(), options.clone());
+    let accept = accept::run(feeds, client.clone(), options.clone());
+    let lease = lease::run(feeds, client.clone(), options.clone());
     let taint = run_on_clusters(
-        &mut feeds,
+        feeds,
         "taint",
         (&client, &options),
         taint::inputs,
         taint::reconcile,
     );
-    let addon_feature = addon_feature::run(&mut feeds, client.clone(), options.clone());
-    let clusterset = clusterset::run(&mut feeds, client.clone(), options.clone());
+    let addon_feature = addon_feature::run(feeds, client.clone(), options.clone());
+    let clusterset = clusterset::run(feeds, client.clone(), options.clone());
+    let clustersetbinding = clustersetbinding::run(feeds, client.clone(), options.clone());
     let deletion = run_on_clusters(
-        &mut feeds,
+        feeds,
         "deletion",
         (&client, &options),
         deletion::inputs,
         deletion::reconcile,
     );
-    // Each on the heap: together they are too large a future for a thread's stack in debug builds.
-    use futures::FutureExt as _;
-    futures::join!(
-        feeds.run().boxed(),
-        accept.boxed(),
-        csr::run(client.clone(), options.clone()).boxed(),
-        lease.boxed(),
-        taint.boxed(),
-        addon_feature.boxed(),
-        clusterset.boxed(),
-        clustersetbinding::run(client, options).boxed(),
-        deletion.boxed(),
-    );
-    Ok(())
+    async move {
+        ensure_hub_cluster_roles(&client).await?;
+        tracing::info!("hub registration controllers starting");
+        // Each on the heap: together they are too large a future for a thread's stack in debug builds.
+        use futures::FutureExt as _;
+        futures::join!(
+            accept.boxed(),
+            csr::run(client.clone(), options.clone()).boxed(),
+            lease.boxed(),
+            taint.boxed(),
+            addon_feature.boxed(),
+            clusterset.boxed(),
+            clustersetbinding.boxed(),
+            deletion.boxed(),
+        );
+        Ok(())
+    }
 }
 
 /// How soon a reconcile that found a cache still listing runs again.
@@ -124,7 +142,7 @@ const CACHE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 /// Runs `reconcile` as controller `name` over every ManagedCluster, woken when the part of one
 /// that `inputs` hashes changes: the controllers that watch nothing else (taint, deletion).
 fn run_on_clusters<F, Fut>(
-    feeds: &mut feeds::Feeds,
+    feeds: &mut feeds::Feeds<'_>,
     name: &'static str,
     (client, options): (&Client, &HubOptions),
     inputs: flotilla_kube::feed::Inputs<ManagedCluster>,

@@ -35,8 +35,23 @@ impl Default for HubOptions {
     }
 }
 
-/// Runs every hub work controller concurrently until the future is dropped.
+/// Runs every hub work controller, with feeds of their own, until the future is dropped.
 pub async fn run(client: Client, options: HubOptions) {
-    tracing::info!("hub work controllers starting");
-    manifestworkreplicaset::run(client, options).await;
+    let mut feeds = flotilla_kube::feed::Feeds::new(client.clone());
+    let controllers = start(&mut feeds, client, options);
+    futures::join!(feeds.run(), controllers);
+}
+
+/// Subscribes every hub work controller to `feeds` now, and returns them: they run until
+/// dropped, once `feeds` runs beside them.
+pub fn start(
+    feeds: &mut flotilla_kube::feed::Feeds,
+    client: Client,
+    options: HubOptions,
+) -> impl Future<Output = ()> + use<> {
+    let replica_sets = manifestworkreplicaset::start(feeds, client, options);
+    async move {
+        tracing::info!("hub work controllers starting");
+        replica_sets.await;
+    }
 }

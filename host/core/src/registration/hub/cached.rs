@@ -1,36 +1,23 @@
 //! What the hub's caches keep of a ManagedCluster.
 //!
 //! A cluster's agent writes its ManagedCluster's status (claims, capacity, allocatable,
-//! version) and may write it large: tens of thousands of claims fit in one object. Caches that
-//! never read those fields drop them ([`for_registration`]); the placement cache, which does,
-//! keeps no more claims than an agent reports ([`bound_claims`]).
+//! version) and may write it large: tens of thousands of claims fit in one object. The hub's
+//! cache keeps no more claims than an agent reports ([`for_hub`]).
 
 use flotilla_api::cluster::{
     consts::{MAX_CUSTOM_CLUSTER_CLAIMS, RESERVED_CLUSTER_CLAIM_NAMES},
-    v1::{ManagedCluster, ManagedClusterClaim, ManagedClusterVersion},
+    v1::{ManagedCluster, ManagedClusterClaim},
 };
 
-use super::cleanup::FORCE_CLEANUP_ANNOTATION;
-
-/// What the registration controllers read of a cluster: its spec, labels, finalizers, deletion,
-/// conditions and whether the admin forces its clean-up ([`FORCE_CLEANUP_ANNOTATION`], kept
-/// as `"true"` only). The agent-written rest of the status, other annotations and managed
-/// fields go.
-/// The controllers write clusters by patches of the fields they own, never by replacing a
-/// cached object, so nothing dropped here is ever written back.
-pub fn for_registration(cluster: &mut ManagedCluster) {
+/// What the hub's one ManagedCluster cache keeps, shared by registration, placement and the
+/// add-on manager: the object but its managed fields, with no more claims than an agent
+/// reports ([`bound_claims`]). Placement reads the rest (capacity, allocatable, version and
+/// claims for its scores and CEL selectors); the others' subscriptions hash only the part they
+/// read, so the agent's writes to the rest wake none of them.
+pub fn for_hub(cluster: &mut ManagedCluster) {
     cluster.metadata.managed_fields = None;
-    let forced = cluster.metadata.annotations.take().is_some_and(|a| {
-        a.get(FORCE_CLEANUP_ANNOTATION)
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-    });
-    cluster.metadata.annotations =
-        forced.then(|| [(FORCE_CLEANUP_ANNOTATION.to_owned(), "true".to_owned())].into());
     if let Some(status) = &mut cluster.status {
-        status.capacity.clear();
-        status.allocatable.clear();
-        status.version = ManagedClusterVersion::default();
-        status.cluster_claims = Vec::new();
+        bound_claims(&mut status.cluster_claims);
     }
 }
 
@@ -93,42 +80,22 @@ mod tests {
     }
 
     #[test]
-    fn registration_caches_keep_nothing_the_agent_writes_but_conditions() {
+    fn the_hub_cache_keeps_what_placement_reads_and_bounds_the_claims() {
         let mut cluster = ManagedCluster::new("c1", Default::default());
-        cluster.metadata.annotations = Some([("a".to_owned(), "x".repeat(100_000))].into());
-        cluster.metadata.labels = Some([("l".to_owned(), "v".to_owned())].into());
+        cluster.metadata.annotations = Some([("a".to_owned(), "x".to_owned())].into());
+        cluster.metadata.managed_fields = Some(vec![Default::default()]);
         cluster.status = Some(ManagedClusterStatus {
             cluster_claims: (0..10_000).map(|i| claim(&format!("c{i}"), "v")).collect(),
             capacity: [("cpu".to_owned(), Default::default())].into(),
             ..Default::default()
         });
-        for_registration(&mut cluster);
+        for_hub(&mut cluster);
         let status = cluster
             .status
             .as_ref()
             .map(|s| (s.cluster_claims.len(), s.capacity.len()));
-        assert_eq!(status, Some((0, 0)));
-        assert_eq!(cluster.metadata.annotations, None);
-        assert!(
-            cluster.metadata.labels.is_some(),
-            "labels are read (cluster sets, add-on features)"
-        );
-    }
-
-    #[test]
-    fn only_the_force_cleanup_annotation_is_kept() {
-        let mut cluster = ManagedCluster::new("c", Default::default());
-        cluster.metadata.annotations = Some(
-            [
-                ("a".to_owned(), "x".repeat(1000)),
-                (FORCE_CLEANUP_ANNOTATION.to_owned(), " True".to_owned()),
-            ]
-            .into(),
-        );
-        for_registration(&mut cluster);
-        assert_eq!(
-            cluster.metadata.annotations,
-            Some([(FORCE_CLEANUP_ANNOTATION.to_owned(), "true".to_owned())].into())
-        );
+        assert_eq!(status, Some((MAX_CUSTOM_CLUSTER_CLAIMS, 1)));
+        assert!(cluster.metadata.annotations.is_some());
+        assert_eq!(cluster.metadata.managed_fields, None);
     }
 }

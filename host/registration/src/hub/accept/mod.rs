@@ -54,7 +54,7 @@ fn inputs(cluster: &ManagedCluster) -> Option<u64> {
 
 /// Runs the accept controller until dropped.
 pub(super) fn run(
-    feeds: &mut Feeds,
+    feeds: &mut Feeds<'_>,
     client: Client,
     options: HubOptions,
 ) -> impl Future<Output = ()> + use<> {

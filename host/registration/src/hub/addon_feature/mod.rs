@@ -48,12 +48,12 @@ fn cluster_inputs(cluster: &ManagedCluster) -> Option<u64> {
 
 /// Runs the controller until dropped.
 pub(super) fn run(
-    feeds: &mut Feeds,
+    feeds: &mut Feeds<'_>,
     client: Client,
     options: HubOptions,
 ) -> impl Future<Output = ()> + use<> {
-    let addons = feeds.addons.namespaces();
-    let (_, addon_changes) = feeds.addons.subscribe(feature_inputs);
+    let addons = feeds.addons().namespaces();
+    let (_, addon_changes) = feeds.addons().subscribe(feature_inputs);
     let controller = feeds
         .cluster_controller(cluster_inputs)
         .watches_stream(addon_changes, |addon: ManagedClusterAddOn| {

@@ -5,7 +5,7 @@
 //! ```text
 //!  every hub_sets_interval ─▶ ensure `default` (exclusive label) and `global` (all) exist
 //!  ManagedClusterSet ──────────────────────────────┐
-//!  ManagedCluster (reflected into a local store) ──┴─▶ reconcile(set) ─▶ restore default/global
+//!  ManagedCluster (the shared cache) ──────────────┴─▶ reconcile(set) ─▶ restore default/global
 //!    any change re-evaluates every set                                    selector; ClusterSetEmpty
 //! ```
 
@@ -15,11 +15,11 @@ mod tests;
 
 use std::sync::Arc;
 
-use flotilla_api::cluster::{v1::ManagedCluster, v1beta2::ManagedClusterSet};
+use flotilla_api::cluster::v1::ManagedCluster;
 use futures::StreamExt;
 use kube::{
-    Api, Client,
-    runtime::{Controller, reflector::Store, watcher},
+    Client,
+    runtime::{Controller, reflector::Store},
 };
 
 use super::{HubOptions, feeds::Feeds};
@@ -38,24 +38,21 @@ pub(super) struct Context {
 
 /// Runs the cluster set controller and the `default`/`global` upkeep until dropped.
 pub(super) fn run(
-    feeds: &mut Feeds,
+    feeds: &mut Feeds<'_>,
     client: Client,
     options: HubOptions,
 ) -> impl Future<Output = ()> + use<> {
     // Membership is a matter of labels alone.
     let (clusters, cluster_changes) = feeds
-        .clusters
+        .clusters()
         .subscribe(|cluster| flotilla_kube::feed::hash_of(&cluster.metadata.labels));
     // `Store::wait_until_ready` wakes only one of several concurrent waiters (it sits on a
     // oneshot receiver), which stalls all but one set's first reconcile; one task waits on
     // it and a watch channel wakes every waiter.
     let (ready_sender, clusters_ready) = tokio::sync::watch::channel(false);
     let listed = clusters.clone();
-    let controller = Controller::new(
-        Api::<ManagedClusterSet>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .reconcile_all_on(cluster_changes.map(|_| ()));
+    let (sets, set_changes) = feeds.sets().subscribe_all();
+    let controller = Controller::for_stream(set_changes, sets).reconcile_all_on(cluster_changes.map(|_| ()));
     let interval = options.hub_sets_interval;
     let context = Arc::new(Context {
         client: client.clone(),

@@ -11,34 +11,32 @@ mod reconcile;
 
 use std::sync::Arc;
 
-use flotilla_api::cluster::v1beta2::{ManagedClusterSet, ManagedClusterSetBinding};
 use kube::{
-    Api, Client, ResourceExt,
-    runtime::{Controller, reflector::ObjectRef, watcher},
+    Client, ResourceExt,
+    runtime::{Controller, reflector::ObjectRef},
 };
 
-use super::{Context, HubOptions};
+use super::{Context, HubOptions, feeds::Feeds};
 
 /// Runs the binding controller until dropped.
-pub(super) async fn run(client: Client, options: HubOptions) {
-    let controller = Controller::new(
-        Api::<ManagedClusterSetBinding>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let bindings = controller.store();
-    let controller = controller.watches(
-        Api::<ManagedClusterSet>::all(client.clone()),
-        watcher::Config::default(),
-        move |set| {
+pub(super) fn run(
+    feeds: &mut Feeds<'_>,
+    client: Client,
+    options: HubOptions,
+) -> impl Future<Output = ()> + use<> {
+    let (bindings, binding_changes) = feeds.bindings().subscribe_all();
+    let (_, set_changes) = feeds.sets().subscribe_all();
+    let by_set = bindings.clone();
+    let controller =
+        Controller::for_stream(binding_changes, bindings).watches_stream(set_changes, move |set| {
             let name = set.name_any();
-            bindings
+            by_set
                 .state()
                 .into_iter()
                 .filter(|b| b.spec.cluster_set == name)
                 .map(|b| ObjectRef::from_obj(b.as_ref()))
                 .collect::<Vec<_>>()
-        },
-    );
+        });
     let context = Arc::new(Context::new(client, options));
-    flotilla_kube::controller::run("clustersetbinding", controller, reconcile::reconcile, context).await;
+    flotilla_kube::controller::run("clustersetbinding", controller, reconcile::reconcile, context)
 }

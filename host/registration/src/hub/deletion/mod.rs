@@ -12,18 +12,22 @@
 mod reconcile;
 
 use flotilla_api::cluster::v1::ManagedCluster;
+use flotilla_core::registration::hub::cleanup::FORCE_CLEANUP_ANNOTATION;
 use flotilla_kube::feed::hash_of;
 
 pub(super) use reconcile::reconcile;
 
-/// What of a cluster the deletion controller reads (the cached annotations are only the
-/// forced clean-up's).
+/// What of a cluster the deletion controller reads: of its annotations, only the forced
+/// clean-up.
 pub(super) fn inputs(cluster: &ManagedCluster) -> Option<u64> {
     let metadata = &cluster.metadata;
     hash_of(&(
         &metadata.deletion_timestamp,
         &metadata.finalizers,
-        &metadata.annotations,
+        metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(FORCE_CLEANUP_ANNOTATION)),
         cluster.spec.hub_accepts_client,
         cluster.status.as_ref().map(|s| &s.conditions),
     ))

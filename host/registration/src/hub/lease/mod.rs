@@ -62,7 +62,7 @@ fn addon_inputs(addon: &ManagedClusterAddOn) -> Option<u64> {
 
 /// Runs the lease controller until dropped.
 pub(super) fn run(
-    feeds: &mut Feeds,
+    feeds: &mut Feeds<'_>,
     client: Client,
     options: HubOptions,
 ) -> impl Future<Output = ()> + use<> {
@@ -73,8 +73,8 @@ pub(super) fn run(
         .modify(lease::slim)
         .reflect(writer)
         .touched_objects();
-    let addons = feeds.addons.namespaces();
-    let (_, addon_changes) = feeds.addons.subscribe(addon_inputs);
+    let addons = feeds.addons().namespaces();
+    let (_, addon_changes) = feeds.addons().subscribe(addon_inputs);
     let controller = feeds
         .cluster_controller(cluster_inputs)
         .watches_stream(lease_changes, cluster_of_namespace)

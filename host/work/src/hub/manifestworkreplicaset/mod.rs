@@ -4,8 +4,8 @@
 //! ```text
 //!  ManifestWorkReplicaSet ────────────────────────────┐
 //!  ManifestWork with label manifestworkreplicaset ────┤ (label <ns>.<name> names the owner)
-//!  PlacementDecision (placement label) ───────────────┼─▶ reconcile(replica set)
-//!  Placement ─────────────────────────────────────────┘     (replica sets referring to it)
+//!  PlacementDecision (placement label, shared feed) ─┼─▶ reconcile(replica set)
+//!  Placement (shared feed) ───────────────────────────┘     (replica sets referring to it)
 //! ```
 //!
 //! The reconcile reads works, decisions and placements straight from the API server rather than
@@ -31,6 +31,7 @@ use flotilla_api::work::consts::MANIFEST_WORK_REPLICA_SET_LABEL;
 use flotilla_api::work::v1::ManifestWork;
 use flotilla_api::work::v1alpha1::ManifestWorkReplicaSet;
 use flotilla_core::work::replicaset::owner_of_label;
+use flotilla_kube::feed::Feeds;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -62,8 +63,17 @@ fn referring(
         .collect()
 }
 
-/// Runs the controller until dropped.
-pub(super) async fn run(client: Client, options: HubOptions) {
+/// Subscribes the controller to the Placements and PlacementDecisions of `feeds` now, and
+/// returns it: it runs until dropped, once `feeds` runs.
+pub(super) fn start(
+    feeds: &mut Feeds,
+    client: Client,
+    options: HubOptions,
+) -> impl Future<Output = ()> + use<> {
+    let (_, decision_changes) = feeds
+        .feed::<PlacementDecision>(Some(PLACEMENT_LABEL), None)
+        .subscribe_all();
+    let (_, placement_changes) = feeds.feed::<Placement>(None, None).subscribe_all();
     let controller = Controller::new(
         Api::<ManifestWorkReplicaSet>::all(client.clone()),
         watcher::Config::default(),
@@ -80,28 +90,20 @@ pub(super) async fn run(client: Client, options: HubOptions) {
                 Some(ObjectRef::new(name).within(namespace))
             },
         )
-        .watches(
-            Api::<PlacementDecision>::all(client.clone()),
-            watcher::Config::default().labels(PLACEMENT_LABEL),
-            move |decision| {
-                let namespace = decision.namespace().unwrap_or_default();
-                match decision.labels().get(PLACEMENT_LABEL) {
-                    Some(placement) => referring(&by_decision, &namespace, placement),
-                    None => Vec::new(),
-                }
-            },
-        )
-        .watches(
-            Api::<Placement>::all(client.clone()),
-            watcher::Config::default(),
-            move |placement| {
-                referring(
-                    &by_placement,
-                    &placement.namespace().unwrap_or_default(),
-                    &placement.name_any(),
-                )
-            },
-        );
+        .watches_stream(decision_changes, move |decision| {
+            let namespace = decision.namespace().unwrap_or_default();
+            match decision.labels().get(PLACEMENT_LABEL) {
+                Some(placement) => referring(&by_decision, &namespace, placement),
+                None => Vec::new(),
+            }
+        })
+        .watches_stream(placement_changes, move |placement| {
+            referring(
+                &by_placement,
+                &placement.namespace().unwrap_or_default(),
+                &placement.name_any(),
+            )
+        });
     let events =
         flotilla_kube::events::Events::new(client.clone(), flotilla_registration::hub::EVENT_REPORTER);
     let context = Arc::new(Context {
@@ -115,5 +117,4 @@ pub(super) async fn run(client: Client, options: HubOptions) {
         reconcile::reconcile,
         context,
     )
-    .await;
 }

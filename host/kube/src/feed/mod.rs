@@ -29,6 +29,9 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt as _, watcher as watch};
 use serde::de::DeserializeOwned;
 
+mod process;
+pub use process::{Feeds, Slim};
+
 /// What a subscriber gets: the shared cache, and the objects whose part it reads changed (or
 /// that were deleted), each only after the cache holds it.
 pub type View<K> = (Store<K>, BoxStream<'static, Result<K, watcher::Error>>);
@@ -256,6 +259,15 @@ where
     /// A subscriber woken by every event of every object.
     pub fn subscribe_all(&mut self) -> View<K> {
         self.subscribe(|_| None)
+    }
+
+    /// A subscriber of the watch's events themselves, relists (`Init`, `InitDone`) among
+    /// them: for readers that keep indexes of their own and rebuild them once a relist is in
+    /// the cache. Each event arrives after the cache holds it.
+    pub fn subscribe_events(&mut self) -> (Store<K>, BoxStream<'static, Event<K>>) {
+        let (sender, receiver) = unbounded();
+        self.subscribers.push(sender);
+        (self.store.clone(), receiver.boxed())
     }
 
     /// Watches, fills the cache and passes every event to the subscribers, until dropped.
