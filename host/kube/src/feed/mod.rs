@@ -32,6 +32,32 @@ use serde::de::DeserializeOwned;
 mod process;
 pub use process::{Feeds, Slim};
 
+/// What a feed can watch and cache: a kind of the apiserver's, decoded, measured and shared
+/// between threads.
+pub trait Kind:
+    Resource<DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + serde::Serialize
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Kind for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// What a subscriber gets: the shared cache, and the objects whose part it reads changed (or
 /// that were deleted), each only after the cache holds it.
 pub type View<K> = (Store<K>, BoxStream<'static, Result<K, watcher::Error>>);
@@ -204,14 +230,7 @@ impl NamespaceIndex {
 
 impl<K> Feed<K>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Kind,
 {
     /// A feed of the objects `api` and `config` select, each kept as `slim` leaves it (managed
     /// fields are always dropped). Registers the cache for [`footprints`].

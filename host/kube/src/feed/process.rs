@@ -11,11 +11,9 @@ use std::collections::HashMap;
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
-use kube::Resource;
 use kube::runtime::watcher;
-use serde::de::DeserializeOwned;
 
-use super::Feed;
+use super::{Feed, Kind};
 
 /// What a kind's cache keeps of each object; `None` keeps it whole (but its managed fields).
 /// Every reader of a kind asks with the kind's one slim, the union of what its readers use,
@@ -32,7 +30,7 @@ trait Entry: Send {
 
 struct Made<K>
 where
-    K: Resource<DynamicType = ()> + Clone + 'static,
+    K: Kind,
 {
     feed: Feed<K>,
     slim_address: Option<usize>,
@@ -40,14 +38,7 @@ where
 
 impl<K> Entry for Made<K>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Kind,
 {
     fn feed(&mut self) -> &mut dyn Any {
         &mut self.feed
@@ -90,14 +81,7 @@ impl Feeds {
     /// what the other's slim dropped.
     pub fn feed<K>(&mut self, labels: Option<&str>, slim: Slim<K>) -> &mut Feed<K>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: Kind,
     {
         let slim_address = slim.map(|f| f as usize);
         let client = &self.client;

@@ -52,10 +52,10 @@ use flotilla_core::placement::{
     name_of,
 };
 use flotilla_core::registration::hub::cached::for_hub;
-use flotilla_kube::feed::{Feed, Feeds, changes};
+use flotilla_kube::feed::{Feed, Feeds, Kind, changes};
 use futures::{Stream, StreamExt, stream::BoxStream};
 use kube::{
-    Client, Resource, ResourceExt,
+    Client, ResourceExt,
     runtime::{
         Controller,
         controller::Config,
@@ -63,7 +63,6 @@ use kube::{
         watcher,
     },
 };
-use serde::de::DeserializeOwned;
 
 use crate::PlacementOptions;
 use background::Busy;
@@ -365,14 +364,7 @@ fn reflect<K>(
     ready: Arc<AtomicBool>,
 ) -> (Store<K>, impl Stream<Item = Change<K>> + Send + 'static)
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Kind,
 {
     let (store, events) = feed.subscribe_events();
     let changes = events.map(move |event| match event {
