@@ -80,3 +80,21 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// The plugin loader and the add-on manager on `client` as `flotilla hub` runs them: on one
+/// set of shared feeds, until dropped.
+pub async fn run_addon_manager(
+    client: kube::Client,
+    registry: std::sync::Arc<flotilla_wasm::PluginRegistry>,
+    options: flotilla_addon_manager::Options,
+) {
+    let mut feeds = flotilla_kube::feed::Feeds::new(client.clone());
+    let loader = flotilla_plugin_loader::controller::start(
+        &mut feeds,
+        client.clone(),
+        std::sync::Arc::clone(&registry),
+        Default::default(),
+    );
+    let manager = flotilla_addon_manager::start(&mut feeds, client, registry, options);
+    futures::join!(feeds.run(), loader, manager);
+}

@@ -165,14 +165,7 @@ fn manager(kubeconfig: &Path) -> anyhow::Result<()> {
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
         let client = Client::try_from(config)?;
         let registry = Arc::new(PluginRegistry::new(Runtime::new(RuntimeConfig::default())?));
-        futures::join!(
-            flotilla_plugin_loader::controller::run(
-                client.clone(),
-                Arc::clone(&registry),
-                Default::default()
-            ),
-            flotilla_addon_manager::run(client, registry, Default::default()),
-        );
+        flotilla_tests::run_addon_manager(client, registry, Default::default()).await;
         Ok(())
     })
 }

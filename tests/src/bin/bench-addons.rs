@@ -291,14 +291,7 @@ fn start_hub(kubeconfig: String, registry: Arc<PluginRegistry>) {
                     .unwrap_or(flotilla_addon_manager::Options::default().max_concurrent_reconciles),
                 ..Default::default()
             };
-            futures::join!(
-                flotilla_plugin_loader::controller::run(
-                    client.clone(),
-                    Arc::clone(&registry),
-                    Default::default()
-                ),
-                flotilla_addon_manager::run(client, registry, options),
-            );
+            flotilla_tests::run_addon_manager(client, registry, options).await;
         });
     });
 }

@@ -1,9 +1,10 @@
 //! Prints what a plugin hook costs: helloworld's `manifests` through the host runtime — cold
 //! (compile + first call), warm (pre-instantiated component, fresh store per call) with the
 //! pooling and the on-demand allocator — against the same Rust function compiled natively, in
-//! the same run; calls per second on this machine's cores; memory per concurrent call; and
-//! loading from the compiled-artifact cache (hit) against compiling (miss); and, per fault kind
-//! of the hostile plugins, how long a faulting call takes and by how much a timed-out call
+//! the same run, and beside it a call that answers nothing (the sandbox's fixed cost per
+//! call); calls per second on this machine's cores; memory per concurrent call; loading from
+//! the compiled-artifact cache (hit) against compiling (miss); and, per fault kind of the
+//! hostile plugins, how long a faulting call takes and by how much a timed-out call
 //! overshoots its limit (call end − limit) with each interruption mechanism alone. Asserts
 //! nothing.
 //!
@@ -345,9 +346,22 @@ async fn main() -> anyhow::Result<()> {
         let mut samples = warm(&plugin, warm_calls).await;
         let (p50, p99) = percentiles(&mut samples);
         println!(
-            "{:<44} {p50:>12.1} {p99:>12.1}   ({:.0}× native at p50)",
+            "{:<44} {p50:>12.1} {p99:>12.1}   ({:.1}× native at p50)",
             format!("warm, fresh store per call, {label}"),
             p50 / native_p50.max(0.001)
+        );
+        // The sandbox's own cost per call: the same SDK's component answering nothing, so
+        // what is left of helloworld's call is its work, lifting and lowering its answer,
+        // and the host's reading of it.
+        let empty = std::fs::read(flotilla_test_plugins::HOSTILE_GRABBY)?;
+        let empty = Arc::new(rt.load("empty", empty, Limits::default()).await?);
+        warm(&empty, 50).await;
+        let mut samples = warm(&empty, warm_calls).await;
+        let (floor_p50, floor_p99) = percentiles(&mut samples);
+        println!(
+            "{:<44} {floor_p50:>12.1} {floor_p99:>12.1}   (helloworld less this: {:.1}× native)",
+            format!("  of which an empty answer, {label}"),
+            (p50 - floor_p50) / native_p50.max(0.001)
         );
         loaded.push((label, rt, plugin));
     }
