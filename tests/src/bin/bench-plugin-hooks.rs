@@ -87,16 +87,22 @@ fn native_call() -> usize {
     parsed.len()
 }
 
-async fn warm(plugin: &Plugin, calls: usize) -> Vec<Duration> {
+/// `calls` timed `manifests` calls of `plugin`, each answering `objects` objects.
+async fn warm_answering(plugin: &Plugin, calls: usize, objects: usize) -> Vec<Duration> {
     let (c, a) = (cluster(), addon());
     let mut samples = Vec::with_capacity(calls);
     for _ in 0..calls {
         let t = Instant::now();
-        let objects = plugin.manifests(&c, &a, &[]).await.expect("manifests");
+        let answer = plugin.manifests(&c, &a, &[]).await.expect("manifests");
         samples.push(t.elapsed());
-        assert_eq!(objects.len(), 4);
+        assert_eq!(answer.len(), objects);
     }
     samples
+}
+
+/// `calls` timed calls of helloworld's `manifests` (four objects).
+async fn warm(plugin: &Plugin, calls: usize) -> Vec<Duration> {
+    warm_answering(plugin, calls, 4).await
 }
 
 /// Calls per second with `concurrency` tasks for `duration`, and the peak extra resident memory
@@ -355,8 +361,8 @@ async fn main() -> anyhow::Result<()> {
         // and the host's reading of it.
         let empty = std::fs::read(flotilla_test_plugins::HOSTILE_GRABBY)?;
         let empty = Arc::new(rt.load("empty", empty, Limits::default()).await?);
-        warm(&empty, 50).await;
-        let mut samples = warm(&empty, warm_calls).await;
+        warm_answering(&empty, 50, 0).await;
+        let mut samples = warm_answering(&empty, warm_calls, 0).await;
         let (floor_p50, floor_p99) = percentiles(&mut samples);
         println!(
             "{:<44} {floor_p50:>12.1} {floor_p99:>12.1}   (helloworld less this: {:.1}× native)",
