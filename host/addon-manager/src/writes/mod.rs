@@ -612,17 +612,25 @@ impl AddonChange {
     }
 }
 
-/// One controller's change to an add-on's status: the fields it set (null: removed) and the
-/// conditions it set or removed, by type. Applied to a status that carries other
-/// controllers' changes, it keeps them: each controller owns its own fields and conditions.
+/// One controller's change to an add-on's status: the fields it set (null: removed), the
+/// conditions it set or removed, by type, and the config references' sub-fields it set, by
+/// reference. Applied to a status that carries other controllers' changes, it keeps them:
+/// each controller owns its own fields, conditions and reference sub-fields.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct StatusChange {
     fields: serde_json::Map<String, Value>,
     conditions: BTreeMap<String, Option<Value>>,
+    /// Per config reference (by [`reference_key`]): the sub-fields set (None: removed). The
+    /// rollout sets a reference's desired config and observed generation, the deploy its
+    /// applied config: replaced whole, one's change undid the other's unwritten one.
+    references: BTreeMap<String, Option<serde_json::Map<String, Value>>>,
 }
 
 /// The status field holding the conditions, merged by type rather than replaced.
 const CONDITIONS: &str = "conditions";
+
+/// The status field holding the config references, merged by reference and sub-field.
+const CONFIG_REFERENCES: &str = "configReferences";
 
 impl StatusChange {
     /// What `desired` changes of `current`.
@@ -633,7 +641,7 @@ impl StatusChange {
         let (current, desired) = (fields(current)?, fields(desired)?);
         let mut change = Self::default();
         for key in current.keys().chain(desired.keys()) {
-            if key == CONDITIONS || current.get(key) == desired.get(key) {
+            if key == CONDITIONS || key == CONFIG_REFERENCES || current.get(key) == desired.get(key) {
                 continue;
             }
             let value = desired.get(key).cloned().unwrap_or(Value::Null);
@@ -647,17 +655,45 @@ impl StatusChange {
                     .insert(kind.clone(), after.get(kind).map(|c| (*c).clone()));
             }
         }
+        let (before, after) = (by_reference(&current), by_reference(&desired));
+        for key in before.keys().chain(after.keys()) {
+            let changed = match (before.get(key), after.get(key)) {
+                (Some(_), None) => None,
+                (before, Some(after)) => {
+                    let set: serde_json::Map<String, Value> = after
+                        .iter()
+                        .filter(|(field, value)| before.and_then(|b| b.get(*field)) != Some(*value))
+                        .map(|(field, value)| (field.clone(), value.clone()))
+                        .collect();
+                    if set.is_empty() {
+                        continue;
+                    }
+                    Some(set)
+                }
+                (None, None) => continue,
+            };
+            change.references.insert(key.clone(), changed);
+        }
         Ok(change)
     }
 
-    /// This change, then `later`: where both set a field or condition, `later` wins.
+    /// This change, then `later`: where both set a field, condition or reference sub-field,
+    /// `later` wins.
     fn then(&mut self, later: Self) {
         self.fields.extend(later.fields);
         self.conditions.extend(later.conditions);
+        for (key, set) in later.references {
+            match (self.references.get_mut(&key), set) {
+                (Some(Some(earlier)), Some(set)) => earlier.extend(set),
+                (_, set) => {
+                    self.references.insert(key, set);
+                }
+            }
+        }
     }
 
     fn is_empty(&self) -> bool {
-        self.fields.is_empty() && self.conditions.is_empty()
+        self.fields.is_empty() && self.conditions.is_empty() && self.references.is_empty()
     }
 
     /// `status` with this change made.
@@ -687,8 +723,53 @@ impl StatusChange {
             }
             status.insert(CONDITIONS.to_owned(), Value::Array(conditions));
         }
+        if !self.references.is_empty() {
+            let mut references = match status.remove(CONFIG_REFERENCES) {
+                Some(Value::Array(references)) => references,
+                _ => Vec::new(),
+            };
+            for (key, set) in &self.references {
+                let at = references
+                    .iter()
+                    .position(|r| reference_key(r).as_ref() == Some(key));
+                match (at, set) {
+                    (Some(at), Some(set)) => {
+                        if let Value::Object(reference) = &mut references[at] {
+                            reference.extend(set.clone());
+                        }
+                    }
+                    (Some(at), None) => {
+                        references.remove(at);
+                    }
+                    (None, Some(set)) => references.push(Value::Object(set.clone())),
+                    (None, None) => {}
+                }
+            }
+            status.insert(CONFIG_REFERENCES.to_owned(), Value::Array(references));
+        }
         serde_json::from_value(Value::Object(status))
     }
+}
+
+/// What names a config reference: its group, resource, namespace and name.
+fn reference_key(reference: &Value) -> Option<String> {
+    let part = |field: &str| reference.get(field).and_then(Value::as_str).unwrap_or_default();
+    reference
+        .is_object()
+        .then(|| [part("group"), part("resource"), part("namespace"), part("name")].join("/"))
+}
+
+/// The config references of a status object, by [`reference_key`].
+fn by_reference(
+    status: &serde_json::Map<String, Value>,
+) -> BTreeMap<String, &serde_json::Map<String, Value>> {
+    status
+        .get(CONFIG_REFERENCES)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| Some((reference_key(r)?, r.as_object()?)))
+        .collect()
 }
 
 /// The status as a JSON object (fields at their defaults may be left out).
@@ -793,6 +874,68 @@ mod tests {
             result.conditions,
             vec![condition("Configured", "True"), condition("Available", "True")]
         );
+    }
+
+    #[test]
+    fn a_later_change_of_one_sub_field_of_a_config_reference_keeps_an_earlier_change_of_another() {
+        use flotilla_api::addon::v1alpha1::{ConfigReference, ConfigSpecHash};
+        let hash = |h: &str| {
+            Some(ConfigSpecHash {
+                spec_hash: h.into(),
+                ..Default::default()
+            })
+        };
+        let mut start = with(&[]);
+        start.config_references = vec![ConfigReference {
+            last_observed_generation: 1,
+            desired_config: hash("h2"),
+            last_applied_config: hash("h1"),
+            ..Default::default()
+        }];
+        // The deploy applied h2; the rollout, from the same status, saw the config's
+        // generation move.
+        let mut deployed = start.clone();
+        deployed.config_references[0].last_applied_config = hash("h2");
+        let mut observed = start.clone();
+        observed.config_references[0].last_observed_generation = 2;
+        let deploy = StatusChange::between(&start, &deployed).unwrap();
+        let rollout = StatusChange::between(&start, &observed).unwrap();
+
+        let applied_in_turn = rollout.apply(&deploy.apply(&start).unwrap()).unwrap();
+        let mut merged = deploy.clone();
+        merged.then(rollout);
+        let applied_merged = merged.apply(&start).unwrap();
+        for both in [applied_in_turn, applied_merged] {
+            assert_eq!(both.config_references.len(), 1);
+            assert_eq!(both.config_references[0].last_applied_config, hash("h2"));
+            assert_eq!(both.config_references[0].last_observed_generation, 2);
+        }
+    }
+
+    #[test]
+    fn config_references_are_added_and_removed_by_name() {
+        use flotilla_api::addon::v1alpha1::{ConfigReference, ConfigReferent};
+        let reference = |name: &str| ConfigReference {
+            referent: ConfigReferent {
+                namespace: "ns".into(),
+                name: name.into(),
+            },
+            last_observed_generation: 1,
+            ..Default::default()
+        };
+        let mut start = with(&[]);
+        start.config_references = vec![reference("a"), reference("b")];
+        let mut desired = start.clone();
+        desired.config_references = vec![reference("b"), reference("c")];
+        let change = StatusChange::between(&start, &desired).unwrap();
+        let result = change.apply(&start).unwrap();
+        let names: Vec<&str> = result
+            .config_references
+            .iter()
+            .map(|r| r.referent.name.as_str())
+            .collect();
+        assert_eq!(names, ["b", "c"]);
+        assert_eq!(result.config_references[1], reference("c"));
     }
 
     #[test]
