@@ -1,0 +1,216 @@
+//! OCM's resource-usage-collect add-on as a Flotilla plugin.
+//!
+//! Mirrors addon-contrib's `resource-usage-collect-addon`: on every managed cluster it deploys
+//! an agent (`agent/`, a native program of its own) that scores the CPU, memory, GPUs and TPUs
+//! the cluster's nodes have left free and writes the scores into AddOnPlacementScore
+//! `resource-usage-score` in its cluster namespace on the hub, where placements read them
+//! through a prioritizer `scoreCoordinate` of type AddOn. The plugin renders
+//!
+//! ```text
+//!   install namespace (addon.install_namespace)
+//!   ├─ ServiceAccount   resource-usage-collect-agent-sa
+//!   ├─ Role, RoleBinding open-cluster-management:resource-usage-collect:agent (its Lease only)
+//!   └─ Deployment       resource-usage-collect-agent  (mounts Secret <addon>-hub-kubeconfig)
+//!   cluster scope
+//!   ├─ ClusterRole        open-cluster-management:resource-usage-collect:agent (nodes, pods: read)
+//!   └─ ClusterRoleBinding open-cluster-management:resource-usage-collect:agent → the ServiceAccount
+//!   hub, cluster namespace (hub-permissions)
+//!   ├─ Role        open-cluster-management:resource-usage-collect:agent
+//!   │                (addonplacementscores and their status, leases)
+//!   └─ RoleBinding open-cluster-management:resource-usage-collect:agent → the agent's default group
+//! ```
+//!
+//! and registers one kube-client credential with the default subject; health comes from the
+//! agent's lease. CSR approval uses the SDK default.
+//!
+//! OCM's agent is granted more on the managed cluster (write access to nodes, pods, configmaps
+//! and events, and leases everywhere); this one only reads what it scores, records no events,
+//! and writes leases in its install namespace only.
+
+use flotilla_addon_sdk::k8s_openapi::api::apps::v1::Deployment;
+use flotilla_addon_sdk::k8s_openapi::api::core::v1::{
+    Container, PodSpec, SecretVolumeSource, ServiceAccount, Volume, VolumeMount,
+};
+use flotilla_addon_sdk::k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef};
+use flotilla_addon_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use flotilla_addon_sdk::manifest::{
+    agent_deployment, agent_group, labels, meta, role_bound_to, rule,
+    service_account as service_account_subject, to_manifest,
+};
+use flotilla_addon_sdk::{
+    AddOn, Addon, AddonError, AddonOptions, Cluster, HealthMode, Manifest, Registration, ResolvedConfig, log,
+};
+
+/// Add-on name, as in OCM's AddOnTemplate and ClusterManagementAddOn.
+pub const ADDON_NAME: &str = "resource-usage-collect";
+/// The agent image: `agent/` of this add-on, as nodes know the local registry
+/// (`flotilla.local`).
+pub const AGENT_IMAGE: &str = "flotilla.local/addons/resource-usage-agent:0.1.0";
+/// The agent program inside the image.
+pub const AGENT_PROGRAM: &str = "/resource-usage-agent";
+/// Name of the agent's Deployment (and its container), as in OCM's template.
+pub const AGENT_NAME: &str = "resource-usage-collect-agent";
+/// Name of the agent's ServiceAccount, as in OCM's template.
+pub const SERVICE_ACCOUNT: &str = "resource-usage-collect-agent-sa";
+/// Name of every Role, ClusterRole and binding, on both sides (OCM's hub ClusterRole name).
+pub const RBAC_NAME: &str = "open-cluster-management:resource-usage-collect:agent";
+/// Seconds between the agent's scorings: OCM's agent resyncs every minute.
+pub const PERIOD_SECONDS: u32 = 60;
+/// Where the hub credential secret is mounted in the agent's container.
+pub const HUB_KUBECONFIG_DIR: &str = "/var/run/hub";
+
+/// The resource-usage-collect add-on.
+pub struct ResourceUsage;
+
+impl Addon for ResourceUsage {
+    fn describe() -> AddonOptions {
+        AddonOptions {
+            registrations: vec![Registration::KubeClient { subject: None }],
+            health: HealthMode::Lease,
+            supported_configs: Vec::new(),
+            default_install_namespace: None,
+        }
+    }
+
+    fn manifests(
+        cluster: &Cluster,
+        addon: &AddOn,
+        _configs: &[ResolvedConfig],
+    ) -> Result<Vec<Manifest>, AddonError> {
+        let ns = addon.install_namespace.as_str();
+        log::info(&format!(
+            "rendering {} for cluster {} into {ns}",
+            addon.name, cluster.name
+        ));
+        let mut manifests = vec![
+            to_manifest(&service_account(ns))?,
+            to_manifest(&cluster_role())?,
+            to_manifest(&cluster_role_binding(ns))?,
+        ];
+        // The agent renews Lease `<addon>` in its install namespace, and no other lease.
+        manifests.extend(role_bound_to(
+            RBAC_NAME,
+            ns,
+            vec![rule(
+                "coordination.k8s.io",
+                "leases",
+                &["get", "list", "watch", "create", "update", "patch"],
+            )],
+            service_account_subject(SERVICE_ACCOUNT, ns),
+        )?);
+        manifests.push(to_manifest(&deployment(cluster, addon))?);
+        Ok(manifests)
+    }
+
+    fn hub_permissions(cluster: &Cluster, addon: &AddOn) -> Result<Vec<Manifest>, AddonError> {
+        role_bound_to(
+            RBAC_NAME,
+            &cluster.name,
+            vec![
+                // The agent reads AddOnPlacementScore resource-usage-score, creates it when
+                // missing (server-side apply: patch, or create when absent) ...
+                rule(
+                    "cluster.open-cluster-management.io",
+                    "addonplacementscores",
+                    &["get", "list", "watch", "create", "update", "patch"],
+                ),
+                // ... and writes the scores through the status subresource.
+                rule(
+                    "cluster.open-cluster-management.io",
+                    "addonplacementscores/status",
+                    &["update", "patch"],
+                ),
+                // Lease `<addon>` here is where the klusterlet looks when the managed cluster
+                // has none (an agent holding only its hub credential renews it on the hub).
+                rule(
+                    "coordination.k8s.io",
+                    "leases",
+                    &["get", "list", "watch", "create", "update", "patch"],
+                ),
+            ],
+            agent_group(&cluster.name, &addon.name),
+        )
+    }
+}
+
+flotilla_addon_sdk::export_addon!(ResourceUsage);
+
+fn service_account(ns: &str) -> ServiceAccount {
+    ServiceAccount {
+        metadata: meta(SERVICE_ACCOUNT, ns),
+        ..ServiceAccount::default()
+    }
+}
+
+fn cluster_role() -> ClusterRole {
+    ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(RBAC_NAME.to_owned()),
+            ..ObjectMeta::default()
+        },
+        rules: Some(vec![
+            rule("", "nodes", &["get", "list", "watch"]),
+            rule("", "pods", &["get", "list", "watch"]),
+        ]),
+        ..ClusterRole::default()
+    }
+}
+
+fn cluster_role_binding(ns: &str) -> ClusterRoleBinding {
+    ClusterRoleBinding {
+        metadata: ObjectMeta {
+            name: Some(RBAC_NAME.to_owned()),
+            ..ObjectMeta::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: RBAC_NAME.into(),
+        },
+        subjects: Some(vec![service_account_subject(SERVICE_ACCOUNT, ns)]),
+    }
+}
+
+fn deployment(cluster: &Cluster, addon: &AddOn) -> Deployment {
+    let ns = addon.install_namespace.as_str();
+    let pod_labels = labels([("app", AGENT_NAME)]);
+    let kubeconfig_secret = format!("{}-hub-kubeconfig", addon.name);
+    agent_deployment(
+        AGENT_NAME,
+        ns,
+        pod_labels,
+        1,
+        PodSpec {
+            service_account_name: Some(SERVICE_ACCOUNT.to_owned()),
+            containers: vec![Container {
+                name: AGENT_NAME.to_owned(),
+                image: Some(AGENT_IMAGE.to_owned()),
+                image_pull_policy: Some("IfNotPresent".to_owned()),
+                command: Some(vec![AGENT_PROGRAM.to_owned()]),
+                args: Some(vec![
+                    format!("--hub-kubeconfig={HUB_KUBECONFIG_DIR}/kubeconfig"),
+                    format!("--cluster-name={}", cluster.name),
+                    format!("--addon-namespace={ns}"),
+                    format!("--addon-name={}", addon.name),
+                    format!("--period={PERIOD_SECONDS}"),
+                ]),
+                volume_mounts: Some(vec![VolumeMount {
+                    name: "hub-config".to_owned(),
+                    mount_path: HUB_KUBECONFIG_DIR.to_owned(),
+                    read_only: Some(true),
+                    ..VolumeMount::default()
+                }]),
+                ..Container::default()
+            }],
+            volumes: Some(vec![Volume {
+                name: "hub-config".to_owned(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(kubeconfig_secret),
+                    ..SecretVolumeSource::default()
+                }),
+                ..Volume::default()
+            }]),
+            ..PodSpec::default()
+        },
+    )
+}
