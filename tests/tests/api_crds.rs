@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 
 use flotilla_api::{
-    addon, cluster,
+    addon, authentication, cluster,
     fixtures::{self, Fixture},
     plugins, work,
 };
@@ -149,6 +149,12 @@ async fn read_fixture_typed(client: &Client, f: &Fixture, namespace: Option<&str
         }
         ("addon.open-cluster-management.io/v1beta1", "AddOnTemplate") => {
             read_typed::<b1::AddOnTemplate>(client, namespace, name).await
+        }
+        ("authentication.open-cluster-management.io/v1beta1", "ManagedServiceAccount") => {
+            read_typed::<authentication::v1beta1::ManagedServiceAccount>(client, namespace, name).await
+        }
+        ("authentication.open-cluster-management.io/v1alpha1", "ManagedServiceAccount") => {
+            read_typed::<authentication::v1alpha1::ManagedServiceAccount>(client, namespace, name).await
         }
         ("plugins.flotilla.dev/v1alpha1", "AddOnPlugin") => {
             read_typed::<plugins::v1alpha1::AddOnPlugin>(client, namespace, name).await
@@ -425,6 +431,67 @@ async fn invalid_objects_are_rejected_by_crd_validation_with_a_clear_message() {
     )
     .await;
     assert!(message.contains("spec.digest"), "{message}");
+
+    let message = rejection(
+        &client,
+        json!({
+            "apiVersion": "authentication.open-cluster-management.io/v1beta1",
+            "kind": "ManagedServiceAccount",
+            "metadata": { "name": "zero-ttl", "namespace": "validation" },
+            "spec": { "rotation": {}, "ttlSecondsAfterCreation": 0 }
+        }),
+    )
+    .await;
+    assert!(message.contains("spec.ttlSecondsAfterCreation"), "{message}");
+
+    let message = rejection(
+        &client,
+        json!({
+            "apiVersion": "authentication.open-cluster-management.io/v1alpha1",
+            "kind": "ManagedServiceAccount",
+            "metadata": { "name": "no-rotation", "namespace": "validation" },
+            "spec": {}
+        }),
+    )
+    .await;
+    assert!(message.contains("spec.rotation"), "{message}");
+}
+
+/// OCM's CRD defaults an empty `rotation` (enabled, 8640h0m0s), and with conversion `None` an
+/// object reads the same through v1alpha1 and v1beta1.
+#[tokio::test]
+async fn managed_service_account_gets_ocm_defaults_and_reads_the_same_in_both_versions() {
+    use authentication::{v1alpha1, v1beta1};
+
+    let cp = hub().await;
+    let client = cp.admin_client().await.unwrap();
+    let namespace = "msa-defaults";
+    ensure_namespace(&client, namespace).await;
+    let resource = ApiResource::erase::<v1alpha1::ManagedServiceAccount>(&());
+    let alpha_dynamic: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "authentication.open-cluster-management.io/v1alpha1",
+        "kind": "ManagedServiceAccount",
+        "metadata": { "name": "defaulted", "namespace": namespace },
+        "spec": { "rotation": {} }
+    }))
+    .unwrap();
+    alpha_dynamic
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+
+    let beta: Api<v1beta1::ManagedServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let stored = beta.get("defaulted").await.unwrap();
+    assert_eq!(
+        stored.spec.rotation,
+        v1beta1::ManagedServiceAccountRotation::crd_default()
+    );
+    assert_eq!(stored.spec.ttl_seconds_after_creation, None);
+
+    let alpha: Api<v1alpha1::ManagedServiceAccount> = Api::namespaced(client, namespace);
+    let read = alpha.get("defaulted").await.unwrap();
+    assert_eq!(v1beta1::ManagedServiceAccountSpec::from(read.spec), stored.spec);
 }
 
 #[tokio::test]

@@ -5,7 +5,9 @@
 //! below, which say what OCM's root schemas say: `apiVersion`/`kind`/`metadata` properties,
 //! whether `spec` is required, and (ManagedClusterSet) a default spec. The add-on kinds have two
 //! versions merged into one CRD, v1alpha1 stored; the hub switches the conversion of
-//! ClusterManagementAddOn and ManagedClusterAddOn to its webhook at start.
+//! ClusterManagementAddOn and ManagedClusterAddOn to its webhook at start. ManagedServiceAccount
+//! has two versions too, v1beta1 stored, and keeps conversion `None` as OCM's CRD does (both
+//! versions have the same schema).
 
 use std::collections::BTreeMap;
 
@@ -18,7 +20,7 @@ use schemars::JsonSchema;
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
-use crate::{addon, cluster, plugins, schema, work};
+use crate::{addon, authentication, cluster, plugins, schema, work};
 
 /// What OCM's root schema of a kind says beyond the derived one.
 #[derive(Clone, Copy)]
@@ -79,6 +81,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 /// Every CRD, sorted by name.
 pub fn try_crds() -> Result<Vec<CustomResourceDefinition>> {
     use addon::{v1alpha1 as a1, v1beta1 as b1};
+    use authentication::{v1alpha1 as auth_a1, v1beta1 as auth_b1};
 
     let mut crds = vec![
         version::<cluster::v1::ManagedCluster>(Root::SPEC_OPTIONAL)?,
@@ -100,6 +103,7 @@ pub fn try_crds() -> Result<Vec<CustomResourceDefinition>> {
         merged::<a1::ManagedClusterAddOn, b1::ManagedClusterAddOn>(Root::SPEC_REQUIRED)?,
         merged::<a1::AddOnDeploymentConfig, b1::AddOnDeploymentConfig>(Root::SPEC_REQUIRED)?,
         merged::<a1::AddOnTemplate, b1::AddOnTemplate>(Root::SPEC_REQUIRED)?,
+        merged::<auth_b1::ManagedServiceAccount, auth_a1::ManagedServiceAccount>(Root::SPEC_OPTIONAL)?,
         version::<plugins::v1alpha1::AddOnPlugin>(Root::SPEC_REQUIRED)?,
     ];
     crds.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -127,7 +131,8 @@ where
     Ok(crd)
 }
 
-/// One CRD holding both versions of an add-on kind: `S` (v1alpha1) stored, `T` (v1beta1) served.
+/// One CRD holding two versions of a kind: `S` stored, `T` served beside it, listed by name as
+/// controller-gen lists them.
 fn merged<S, T>(root: Root) -> Result<CustomResourceDefinition>
 where
     S: CustomResourceExt + JsonSchema + Resource<DynamicType = ()>,
@@ -140,9 +145,11 @@ where
             source,
         }
     })?;
+    crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
     // `None` as installed: a control plane without a running hub still serves both versions.
     // `flotilla hub` switches ClusterManagementAddOn and ManagedClusterAddOn to its conversion
-    // webhook when it starts leading (flotilla_webhook::register_conversion).
+    // webhook when it starts leading (flotilla_webhook::register_conversion); the other kinds
+    // keep `None`.
     crd.spec.conversion = Some(CustomResourceConversion {
         strategy: "None".into(),
         webhook: None,

@@ -8,7 +8,8 @@
 //!
 //! As installed (conversion strategy `None`) a v1beta1 add-on object is stored as v1alpha1
 //! field for field; the hub's conversion webhook ([`crate::addon::conversion`]) maps the fields
-//! that differ once `flotilla hub` runs.
+//! that differ once `flotilla hub` runs. A v1alpha1 ManagedServiceAccount is stored as v1beta1,
+//! which has the same fields, so it needs no webhook.
 
 /// One example object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,6 +133,18 @@ pub const ALL: &[Fixture] = &[
         api_version: "addon.open-cluster-management.io/v1beta1",
         kind: "AddOnTemplate",
         yaml: include_str!("../tests/fixtures/addontemplate.v1beta1.yaml"),
+    },
+    Fixture {
+        file: "managedserviceaccount.yaml",
+        api_version: "authentication.open-cluster-management.io/v1beta1",
+        kind: "ManagedServiceAccount",
+        yaml: include_str!("../tests/fixtures/managedserviceaccount.yaml"),
+    },
+    Fixture {
+        file: "managedserviceaccount.v1alpha1.yaml",
+        api_version: "authentication.open-cluster-management.io/v1alpha1",
+        kind: "ManagedServiceAccount",
+        yaml: include_str!("../tests/fixtures/managedserviceaccount.v1alpha1.yaml"),
     },
     Fixture {
         file: "addonplugin.yaml",

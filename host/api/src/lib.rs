@@ -7,7 +7,10 @@
 //! cluster.open-cluster-management.io   cluster::{v1, v1alpha1, v1beta1, v1beta2}, cluster::consts
 //! work.open-cluster-management.io      work::{v1, v1alpha1}, work::consts
 //! addon.open-cluster-management.io     addon::{v1alpha1, v1beta1}, addon::consts
+//! authentication.open-cluster-management.io
+//!                                      authentication::{v1alpha1, v1beta1}, authentication::consts
 //! plugins.flotilla.dev                 plugins::v1alpha1, plugins::consts
+//! cluster.core.oam.dev                 gateway::v1alpha1, gateway::consts (aggregated API, no CRD)
 //! ```
 //!
 //! [`crds::crds`] returns every CRD exactly as Flotilla installs it; `deploy/crds/` holds the same
@@ -45,10 +48,12 @@
 mod macros;
 
 pub mod addon;
+pub mod authentication;
 pub mod cluster;
 pub mod crds;
 pub mod error;
 pub mod fixtures;
+pub mod gateway;
 pub mod plugins;
 pub mod schema;
 pub mod work;

@@ -148,6 +148,12 @@ fn crds_have_ocm_names_scopes_and_short_names() {
             &["mclset", "mclsets"],
         ),
         (
+            "managedserviceaccounts.authentication.open-cluster-management.io",
+            "ManagedServiceAccount",
+            "Namespaced",
+            &[],
+        ),
+        (
             "manifestworkreplicasets.work.open-cluster-management.io",
             "ManifestWorkReplicaSet",
             "Namespaced",
@@ -399,6 +405,14 @@ fn printer_columns_of_the_other_kinds_are_ocms() {
             "addondeploymentconfigs.addon.open-cluster-management.io",
             "v1alpha1",
         ),
+        (
+            "managedserviceaccounts.authentication.open-cluster-management.io",
+            "v1alpha1",
+        ),
+        (
+            "managedserviceaccounts.authentication.open-cluster-management.io",
+            "v1beta1",
+        ),
     ] {
         assert_eq!(get(name, version), vec![], "{name}");
     }
@@ -517,6 +531,60 @@ fn addon_plugin_requires_exactly_one_source_and_bounds_its_limits() {
     assert_eq!(limits["properties"]["memoryMiB"]["default"], 64);
     assert_eq!(limits["properties"]["maxOutputBytes"]["default"], 1_048_576);
     assert_eq!(limits["properties"]["memoryMiB"]["maximum"], 1024.0);
+}
+
+/// As OCM's managed-serviceaccount CRD: v1beta1 stored, v1alpha1 served and deprecated, the
+/// same schema in both (so conversion `None` is exact), `rotation` required and defaulted.
+#[test]
+fn managed_service_account_stores_v1beta1_and_serves_a_deprecated_v1alpha1_with_the_same_schema() {
+    let msa = crd("managedserviceaccounts.authentication.open-cluster-management.io");
+    let versions: Vec<(&str, bool, bool, Option<bool>)> = msa
+        .spec
+        .versions
+        .iter()
+        .map(|v| (v.name.as_str(), v.served, v.storage, v.deprecated))
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            ("v1alpha1", true, false, Some(true)),
+            ("v1beta1", true, true, None)
+        ]
+    );
+    assert!(msa.spec.versions[0].deprecation_warning.is_some());
+    assert_eq!(
+        msa.spec.conversion.as_ref().map(|c| c.strategy.as_str()),
+        Some("None")
+    );
+
+    let beta = schema(&msa, "v1beta1");
+    assert_eq!(schema(&msa, "v1alpha1"), beta);
+    assert_eq!(beta.get("required"), None);
+    let spec = &beta["properties"]["spec"];
+    assert_eq!(spec["required"], json!(["rotation"]));
+    let rotation = &spec["properties"]["rotation"]["properties"];
+    assert_eq!(rotation["enabled"]["default"], true);
+    assert_eq!(rotation["validity"]["default"], "8640h0m0s");
+    assert_eq!(rotation["validity"]["type"], "string");
+    let ttl = &spec["properties"]["ttlSecondsAfterCreation"];
+    assert_eq!(
+        (
+            &ttl["type"],
+            &ttl["format"],
+            &ttl["minimum"],
+            &ttl["exclusiveMinimum"]
+        ),
+        (&json!("integer"), &json!("int32"), &json!(0.0), &json!(true))
+    );
+    let status = &beta["properties"]["status"]["properties"];
+    assert_eq!(status["conditions"].get("x-kubernetes-list-type"), None);
+    assert_eq!(status["expirationTimestamp"]["format"], "date-time");
+    let secret_ref = &status["tokenSecretRef"];
+    assert_eq!(secret_ref["required"], json!(["lastRefreshTimestamp", "name"]));
+    assert_eq!(
+        secret_ref["properties"]["lastRefreshTimestamp"]["format"],
+        "date-time"
+    );
 }
 
 /// The check CI relies on for generated files: every file of `deploy/crds/` is what

@@ -3,7 +3,7 @@
 //! `timeAdded: null`, `numberOfSelectedClusters: 0`, ...) stay written.
 
 use flotilla_api::fixtures::{self, Fixture};
-use flotilla_api::{addon, cluster, plugins, work};
+use flotilla_api::{addon, authentication, cluster, plugins, work};
 use pretty_assertions::assert_eq;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -71,6 +71,12 @@ fn roundtrip_fixture(f: &Fixture) {
         }
         ("addon.open-cluster-management.io/v1alpha1", "AddOnTemplate") => roundtrip::<a1::AddOnTemplate>(f),
         ("addon.open-cluster-management.io/v1beta1", "AddOnTemplate") => roundtrip::<b1::AddOnTemplate>(f),
+        ("authentication.open-cluster-management.io/v1beta1", "ManagedServiceAccount") => {
+            roundtrip::<authentication::v1beta1::ManagedServiceAccount>(f)
+        }
+        ("authentication.open-cluster-management.io/v1alpha1", "ManagedServiceAccount") => {
+            roundtrip::<authentication::v1alpha1::ManagedServiceAccount>(f)
+        }
         ("plugins.flotilla.dev/v1alpha1", "AddOnPlugin") => roundtrip::<plugins::v1alpha1::AddOnPlugin>(f),
         (api_version, kind) => panic!("{}: no Rust type for {api_version} {kind}", f.file),
     }
