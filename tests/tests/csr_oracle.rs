@@ -55,6 +55,7 @@ fn oracle() -> PathBuf {
             &source,
             partial,
             &["-s".to_owned(), "-w".to_owned()],
+            "local",
             &format!("the CSR oracle ({salt})"),
         )
     })

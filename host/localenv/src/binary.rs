@@ -78,6 +78,7 @@ pub fn controlplane_binary() -> Result<PathBuf> {
             &source,
             partial,
             &ldflags,
+            "local",
             &format!("the control-plane binary ({KUBERNETES_VERSION})"),
         )
     })
@@ -117,9 +118,13 @@ pub fn cached_artifact(
     Ok(artifact)
 }
 
+/// The Go toolchain of modules whose dependencies need a newer Go than the machine's: the go
+/// command fetches this approved release from the module proxy once, like a module.
+pub const NEWER_GO: &str = "go1.27.3";
+
 /// Builds the Go main package in module directory `source` into `out` (static, trimmed, with
-/// the module's committed go.sum and the local toolchain only).
-pub fn go_build(source: &Path, out: &Path, ldflags: &[String], what: &str) -> Result<()> {
+/// the module's committed go.sum). `toolchain` is `GOTOOLCHAIN`: `local`, or [`NEWER_GO`].
+pub fn go_build(source: &Path, out: &Path, ldflags: &[String], toolchain: &str, what: &str) -> Result<()> {
     require_go(what)?;
     eprintln!(
         "flotilla: building {what} from {}; the first build takes minutes",
@@ -142,7 +147,7 @@ pub fn go_build(source: &Path, out: &Path, ldflags: &[String], what: &str) -> Re
         .arg(out)
         .arg(".")
         .env("CGO_ENABLED", "0")
-        .env("GOTOOLCHAIN", "local")
+        .env("GOTOOLCHAIN", toolchain)
         .env("GOFLAGS", "-buildvcs=false")
         .stdin(Stdio::null())
         .output()

@@ -68,6 +68,9 @@ pub const CONTROLLERS: &[&str] = &[
 pub const FIELD_MANAGER: &str = "flotilla-localenv";
 
 /// How long to wait for the apiserver to report ready.
+/// The common name of the aggregation layer's client certificate, the one name aggregated
+/// API servers accept identity headers from.
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
 /// How many times start-up is retried when a freshly picked port was taken meanwhile.
 const PORT_RETRIES: usize = 3;
@@ -248,6 +251,12 @@ impl ControlPlane {
             &[kubernetes_service_address(api_port).into()],
         )?;
         let admin = ca.issue_client("flotilla-admin", &["system:masters"])?;
+        // The aggregation layer's own CA, apart from the cluster's, as kubeadm sets it up: an
+        // aggregated API server (the hub's cluster gateway) trusts only the front proxy, never
+        // an ordinary client certificate carrying identity headers.
+        let front_proxy_ca =
+            CertificateAuthority::new(&format!("flotilla-{}-front-proxy-ca", settings.name))?;
+        let front_proxy = front_proxy_ca.issue_client(FRONT_PROXY_CLIENT, &[])?;
         let kcm = ca.issue_client("system:kube-controller-manager", &[])?;
 
         let pki = dir.join("pki");
@@ -262,6 +271,9 @@ impl ControlPlane {
         let tls_key = write("apiserver.key", &serving.key_pem)?;
         let sa_key = write("sa.key", &sa.private_pem)?;
         let sa_pub = write("sa.pub", &sa.public_pem)?;
+        let front_proxy_ca_crt = write("front-proxy-ca.crt", front_proxy_ca.cert_pem())?;
+        let front_proxy_crt = write("front-proxy-client.crt", &front_proxy.cert_pem)?;
+        let front_proxy_key = write("front-proxy-client.key", &front_proxy.key_pem)?;
 
         let admin_yaml = kubeconfig::render(
             &settings.name,
@@ -339,6 +351,13 @@ impl ControlPlane {
             // Webhooks behind a Service are dialled at a pod's address (there is no
             // kube-proxy to route the Service's address).
             "--enable-aggregator-routing=true".into(),
+            format!("--requestheader-client-ca-file={}", path(&front_proxy_ca_crt)),
+            format!("--requestheader-allowed-names={FRONT_PROXY_CLIENT}"),
+            "--requestheader-username-headers=X-Remote-User".into(),
+            "--requestheader-group-headers=X-Remote-Group".into(),
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+            format!("--proxy-client-cert-file={}", path(&front_proxy_crt)),
+            format!("--proxy-client-key-file={}", path(&front_proxy_key)),
             "--profiling=false".into(),
             "--v=0".into(),
         ];
@@ -556,6 +575,21 @@ impl ControlPlane {
             &issued.cert_pem,
             &issued.key_pem,
         )
+    }
+
+    /// A client certificate for `user` in `groups`, signed by the cluster's CA (which the
+    /// apiserver trusts for clients, and the tunnel server for add-on agents).
+    pub fn issue_client(&self, user: &str, groups: &[&str]) -> Result<crate::pki::CertAndKey> {
+        self.ca.issue_client(user, groups)
+    }
+
+    /// A serving certificate for loopback plus `extra_ips`, signed by the cluster's CA.
+    pub fn issue_serving(
+        &self,
+        common_name: &str,
+        extra_ips: &[std::net::IpAddr],
+    ) -> Result<crate::pki::CertAndKey> {
+        self.ca.issue_serving_with_ips(common_name, &[], extra_ips)
     }
 
     /// A client acting as `user` in `groups` (no RBAC bindings unless the test creates them).

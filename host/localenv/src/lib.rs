@@ -29,6 +29,7 @@ pub mod processes;
 pub mod registry;
 mod scratch;
 pub mod service_route;
+pub mod tunnel;
 pub mod up;
 pub mod wait;
 

@@ -58,6 +58,7 @@ pub fn registry_binary() -> Result<PathBuf> {
             &source,
             partial,
             &["-s".to_owned(), "-w".to_owned()],
+            "local",
             &format!("the OCI registry (distribution {DISTRIBUTION_VERSION})"),
         )
     })

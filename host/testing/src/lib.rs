@@ -22,7 +22,7 @@ pub mod shared;
 
 pub use flotilla_localenv::{
     ControlPlane, ControlPlaneBuilder, ControlPlaneState, Error, Node, Result, binary, controlplane, error,
-    image, kubeconfig, node, pki, plugins, ports, processes, registry, service_route, wait,
+    image, kubeconfig, node, pki, plugins, ports, processes, registry, service_route, tunnel, wait,
 };
 
 /// Runs kubectl (the server's version) as `cp`'s admin with `args` and returns its standard

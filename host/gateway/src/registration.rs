@@ -1,0 +1,147 @@
+//! Putting the gateway behind the hub's kube-apiserver: the APIService for
+//! `v1alpha1.cluster.core.oam.dev` and the Service it names, and reading which front proxy the
+//! apiserver calls aggregated servers with.
+
+use std::{collections::BTreeMap, net::IpAddr};
+
+use base64::{Engine as _, engine::general_purpose::STANDARD};
+use flotilla_api::gateway::{
+    GROUP,
+    consts::{API_SERVICE_NAME, VERSION},
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Service};
+use kube::{
+    Api,
+    api::{DynamicObject, GroupVersionKind, Patch, PatchParams},
+    discovery::ApiResource,
+};
+use serde_json::json;
+
+use crate::server::FrontProxy;
+
+/// The field manager of the gateway's registration.
+const FIELD_MANAGER: &str = "flotilla-gateway";
+/// Where the apiserver publishes how aggregated servers authenticate it.
+const AUTHENTICATION_CONFIGMAP: (&str, &str) = ("kube-system", "extension-apiserver-authentication");
+/// The Service port the APIService names.
+const SERVICE_PORT: i32 = 443;
+
+/// Why the registration failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistrationError {
+    /// A request to the hub failed.
+    #[error("{0}: {1}")]
+    Kube(&'static str, kube::Error),
+    /// The apiserver publishes no front proxy: it was started without `--requestheader-*`.
+    #[error(
+        "the kube-apiserver has no aggregation layer configured (ConfigMap kube-system/extension-apiserver-authentication has no requestheader-client-ca-file)"
+    )]
+    NoFrontProxy,
+}
+
+/// The front proxy the hub's kube-apiserver calls aggregated servers as.
+pub async fn front_proxy(client: &kube::Client) -> Result<FrontProxy, RegistrationError> {
+    let (namespace, name) = AUTHENTICATION_CONFIGMAP;
+    let map = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .map_err(|e| RegistrationError::Kube("read the apiserver's authentication ConfigMap", e))?;
+    let data = map.data.unwrap_or_default();
+    let ca_pem = data
+        .get("requestheader-client-ca-file")
+        .filter(|ca| !ca.trim().is_empty())
+        .ok_or(RegistrationError::NoFrontProxy)?
+        .clone();
+    // A JSON list, as the apiserver writes it; unreadable means no name is allowed, never all.
+    let allowed_names = data
+        .get("requestheader-allowed-names")
+        .map(|names| serde_json::from_str::<Vec<String>>(names).unwrap_or_else(|_| vec![String::new()]))
+        .unwrap_or_default();
+    Ok(FrontProxy {
+        ca_pem,
+        allowed_names,
+    })
+}
+
+/// Where the apiserver reaches the gateway.
+#[derive(Clone, Debug)]
+pub struct Backend {
+    /// The Service's namespace (the hub's).
+    pub namespace: String,
+    /// The Service's name.
+    pub service: String,
+    /// Pods behind the Service, by label; `None` for a gateway outside the cluster.
+    pub selector: Option<BTreeMap<String, String>>,
+    /// For a gateway outside the cluster: its address (not loopback: the apiserver refuses
+    /// loopback endpoints) and port.
+    pub address: Option<(IpAddr, u16)>,
+    /// The port the pods serve on, when `selector` is set.
+    pub target_port: u16,
+}
+
+impl Backend {
+    /// The host name the apiserver verifies the gateway's certificate for.
+    pub fn host(&self) -> String {
+        format!("{}.{}.svc", self.service, self.namespace)
+    }
+}
+
+/// Applies the Service (with its Endpoints for a gateway outside the cluster) and the
+/// APIService whose `caBundle` is `ca_pem`.
+pub async fn register(
+    client: &kube::Client,
+    backend: &Backend,
+    ca_pem: &str,
+) -> Result<(), RegistrationError> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let (port, target) = match backend.address {
+        Some((_, port)) => (port, port),
+        None => (backend.target_port, backend.target_port),
+    };
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": backend.service, "namespace": backend.namespace },
+        "spec": {
+            "selector": backend.selector,
+            "ports": [{ "name": "https", "port": SERVICE_PORT, "targetPort": i32::from(target), "protocol": "TCP" }],
+        },
+    });
+    Api::<Service>::namespaced(client.clone(), &backend.namespace)
+        .patch(&backend.service, &params, &Patch::Apply(service))
+        .await
+        .map_err(|e| RegistrationError::Kube("apply the gateway's Service", e))?;
+    if let Some((ip, _)) = backend.address {
+        let endpoints = json!({
+            "apiVersion": "v1", "kind": "Endpoints",
+            "metadata": { "name": backend.service, "namespace": backend.namespace },
+            "subsets": [{
+                "addresses": [{ "ip": ip.to_string() }],
+                "ports": [{ "name": "https", "port": i32::from(port), "protocol": "TCP" }],
+            }],
+        });
+        Api::<Endpoints>::namespaced(client.clone(), &backend.namespace)
+            .patch(&backend.service, &params, &Patch::Apply(endpoints))
+            .await
+            .map_err(|e| RegistrationError::Kube("apply the gateway's Endpoints", e))?;
+    }
+    let api_service = json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": { "name": API_SERVICE_NAME },
+        "spec": {
+            "group": GROUP, "version": VERSION,
+            "service": { "namespace": backend.namespace, "name": backend.service, "port": SERVICE_PORT },
+            "caBundle": STANDARD.encode(ca_pem),
+            "groupPriorityMinimum": 5000, "versionPriority": 10,
+        },
+    });
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "apiregistration.k8s.io",
+        "v1",
+        "APIService",
+    ));
+    Api::<DynamicObject>::all_with(client.clone(), &resource)
+        .patch(API_SERVICE_NAME, &params, &Patch::Apply(api_service))
+        .await
+        .map_err(|e| RegistrationError::Kube("apply the gateway's APIService", e))?;
+    Ok(())
+}

@@ -1,0 +1,576 @@
+//! The ClusterGateway aggregated API server: discovery, ClusterGateways read from the
+//! ManagedClusters, and the `proxy` subresource forwarded to each cluster's kube-apiserver
+//! through its cluster-proxy tunnel with the cluster's managed service account token.
+//!
+//! ```text
+//!  kube-apiserver (authenticates, authorizes clustergateways/proxy)
+//!    └─ front-proxy client certificate ─▶ here: only that certificate's requests are served
+//!         /…/clustergateways/<c>/proxy/<path>
+//!           ManagedCluster <c> ─ 404 when absent (URL and CA bundle of its apiserver)
+//!           Secret <c>/<token secret> ─ 503 without a token (managed-serviceaccount)
+//!           tunnel CONNECT <c>:443 ─ 503 without an agent, 502/504 when it fails
+//!           TLS to the apiserver (the cluster's CA, never unverified) ─ Authorization: Bearer
+//! ```
+//!
+//! The caller's identity headers, credentials and impersonation headers never reach the
+//! managed cluster: what a request may do there is what the managed service account may.
+
+use std::{convert::Infallible, net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use flotilla_api::{
+    cluster::v1::ManagedCluster,
+    gateway::{
+        GROUP,
+        consts::{API_VERSION, KIND, PLURAL, VERSION, credential_type, endpoint_type},
+        v1alpha1::{
+            ClusterAccess, ClusterAccessCredential, ClusterEndpoint, ClusterGateway, ClusterGatewaySpec,
+            ClusterGatewayStatus,
+        },
+    },
+};
+use flotilla_kube::server::{Limits, Server};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt as _, Full, combinators::BoxBody};
+use hyper::{
+    body::{Bytes, Incoming},
+    service::service_fn,
+};
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::Secret;
+use kube::{
+    ResourceExt as _,
+    runtime::reflector::{ObjectRef, Store},
+};
+use rustls::{
+    RootCertStore, ServerConfig,
+    pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject as _},
+    server::WebPkiClientVerifier,
+};
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+use crate::{
+    Error,
+    route::{Route, route},
+    tunnel::{self, TunnelError},
+    upstream,
+};
+
+/// A response body: local JSON or a managed apiserver's streamed answer.
+pub type Body = BoxBody<Bytes, hyper::Error>;
+
+/// The gateway's connection limits. Bodies are streamed through, never held, so the body
+/// limits of [`Limits`] do not apply; watches hold a connection for as long as they run.
+pub const GATEWAY: Limits = Limits {
+    max_connections: 4096,
+    handshake: Duration::from_secs(10),
+    headers: Duration::from_secs(30),
+    body: Duration::from_secs(30),
+    max_body_bytes: 0,
+    body_budget_bytes: 0,
+};
+
+/// How long opening a tunnel and the TLS handshake through it may take.
+const CONNECT_DEADLINE: Duration = Duration::from_secs(10);
+/// How long a managed apiserver may take to start its answer.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The aggregation layer the gateway trusts: the kube-apiserver's front-proxy client CA and
+/// the common names it accepts (all names signed by the CA when empty), as the apiserver
+/// publishes them in ConfigMap kube-system/extension-apiserver-authentication.
+#[derive(Clone, Debug)]
+pub struct FrontProxy {
+    /// `requestheader-client-ca-file`.
+    pub ca_pem: String,
+    /// `requestheader-allowed-names`.
+    pub allowed_names: Vec<String>,
+}
+
+/// What the gateway serves with.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Where it listens.
+    pub bind: SocketAddr,
+    /// Its serving certificate and key, PEM (the APIService's `caBundle` signs it).
+    pub cert_pem: String,
+    /// The key of [`Self::cert_pem`].
+    pub key_pem: String,
+    /// Who may call it.
+    pub front_proxy: FrontProxy,
+    /// The cluster-proxy tunnel server's unix socket.
+    pub tunnel_socket: PathBuf,
+    /// The Secret in each cluster's namespace holding the managed service account token the
+    /// gateway uses there (OCM's cluster-gateway names its ManagedServiceAccount `cluster-gateway`).
+    pub token_secret: String,
+}
+
+/// What the gateway reads: the hub's caches, shared with its other parts.
+#[derive(Clone)]
+pub struct Sources {
+    /// ManagedClusters.
+    pub clusters: Store<ManagedCluster>,
+    /// The managed service account token Secrets.
+    pub secrets: Store<Secret>,
+}
+
+struct State {
+    settings: Settings,
+    sources: Sources,
+    allowed_names: Vec<String>,
+}
+
+/// A running gateway; dropping it stops the server and its connections.
+pub struct Gateway {
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl Gateway {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts the gateway.
+pub async fn serve(settings: Settings, sources: Sources) -> Result<Gateway, Error> {
+    let config = tls_config(&settings)?;
+    let listener = tokio::net::TcpListener::bind(settings.bind)
+        .await
+        .map_err(|source| Error::Listen {
+            addr: settings.bind,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| Error::Listen {
+        addr: settings.bind,
+        source,
+    })?;
+    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let server = Server::new(GATEWAY);
+    let state = Arc::new(State {
+        allowed_names: settings.front_proxy.allowed_names.clone(),
+        settings,
+        sources,
+    });
+    let task = tokio::spawn({
+        let accepting = server.clone();
+        async move {
+            accepting
+                .accept(listener, move |stream| {
+                    let (acceptor, server, state) = (acceptor.clone(), server.clone(), state.clone());
+                    async move {
+                        let handshake = server.limits().handshake;
+                        let Ok(Ok(tls)) = tokio::time::timeout(handshake, acceptor.accept(stream)).await
+                        else {
+                            return;
+                        };
+                        let front_proxy =
+                            is_front_proxy(tls.get_ref().1.peer_certificates(), &state.allowed_names);
+                        let service = service_fn(move |request| {
+                            let state = state.clone();
+                            async move { Ok::<_, Infallible>(handle(&state, front_proxy, request).await) }
+                        });
+                        let connection = server.http1().serve_connection(TokioIo::new(tls), service);
+                        if let Err(error) = connection.await {
+                            tracing::debug!(%error, "gateway connection ended");
+                        }
+                    }
+                })
+                .await;
+        }
+    });
+    Ok(Gateway { addr, task })
+}
+
+fn tls_config(settings: &Settings) -> Result<ServerConfig, Error> {
+    let invalid = |what: &str, e: &dyn std::fmt::Display| Error::Certificate(format!("{what}: {e}"));
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(settings.front_proxy.ca_pem.as_bytes()) {
+        let cert = cert.map_err(|e| invalid("parse the front-proxy CA", &e))?;
+        roots
+            .add(cert)
+            .map_err(|e| invalid("add the front-proxy CA", &e))?;
+    }
+    // Requests without a client certificate reach only the health endpoints (the apiserver's
+    // probes); a certificate that is presented must verify.
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| invalid("build the front-proxy verifier", &e))?;
+    let chain = CertificateDer::pem_slice_iter(settings.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid("parse the serving certificate", &e))?;
+    let key = PrivateKeyDer::from_pem_slice(settings.key_pem.as_bytes())
+        .map_err(|e| invalid("parse the serving key", &e))?;
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| invalid("choose TLS versions", &e))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| invalid("the serving certificate", &e))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Whether the verified client certificate is the front proxy's: its common name is one the
+/// apiserver allows, or any when it allows all.
+fn is_front_proxy(chain: Option<&[CertificateDer<'_>]>, allowed: &[String]) -> bool {
+    let Some(leaf) = chain.and_then(|c| c.first()) else {
+        return false;
+    };
+    if allowed.is_empty() {
+        return true;
+    }
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(leaf) else {
+        return false;
+    };
+    let names: Vec<&str> = cert
+        .subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok())
+        .collect();
+    // One common name only: a second could make the apiserver and this check disagree.
+    matches!(names.as_slice(), [name] if allowed.iter().any(|a| a == name))
+}
+
+async fn handle(state: &State, front_proxy: bool, request: Request<Incoming>) -> Response<Body> {
+    let path = request.uri().path().to_owned();
+    match route(&path) {
+        Route::Health => text(StatusCode::OK, "ok"),
+        _ if !front_proxy => status(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized",
+            "the cluster gateway serves only the kube-apiserver's aggregation layer",
+        ),
+        Route::NotFound => status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            "the server could not find the requested resource",
+        ),
+        Route::Discovery => json_response(StatusCode::OK, &discovery()),
+        Route::List if request.method() == Method::GET => {
+            let items: Vec<ClusterGateway> = {
+                let mut clusters = state.sources.clusters.state();
+                clusters.sort_by_key(|c| c.name_any());
+                clusters.iter().map(|c| gateway_of(c, state)).collect()
+            };
+            json_response(
+                StatusCode::OK,
+                &json!({
+                    "apiVersion": API_VERSION, "kind": format!("{KIND}List"),
+                    "metadata": {}, "items": items,
+                }),
+            )
+        }
+        Route::Get(name) if request.method() == Method::GET => match cluster(state, name) {
+            Some(c) => json_response(StatusCode::OK, &gateway_of(&c, state)),
+            None => not_found(name),
+        },
+        Route::List | Route::Get(_) => status(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "ClusterGateways are read-only here: they follow the ManagedClusters",
+        ),
+        Route::Proxy { cluster: name, path } => {
+            let name = name.to_owned();
+            let path = path.to_owned();
+            forward(state, &name, &path, request).await
+        }
+    }
+}
+
+fn cluster(state: &State, name: &str) -> Option<Arc<ManagedCluster>> {
+    state.sources.clusters.get(&ObjectRef::new(name))
+}
+
+fn token(state: &State, cluster: &str) -> Option<String> {
+    let secret = state
+        .sources
+        .secrets
+        .get(&ObjectRef::new(&state.settings.token_secret).within(cluster))?;
+    let token = secret.data.as_ref()?.get("token")?;
+    let token = std::str::from_utf8(&token.0).ok()?.trim().to_owned();
+    // A header value must be visible ASCII; anything else is no token.
+    (!token.is_empty() && token.bytes().all(|b| b.is_ascii_graphic())).then_some(token)
+}
+
+/// The ClusterGateway of a ManagedCluster: reached through the tunnel, with the managed
+/// service account's token.
+fn gateway_of(cluster: &ManagedCluster, state: &State) -> ClusterGateway {
+    let name = cluster.name_any();
+    let has_token = token(state, &name).is_some();
+    ClusterGateway {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name),
+            creation_timestamp: cluster.metadata.creation_timestamp.clone(),
+            ..Default::default()
+        },
+        spec: ClusterGatewaySpec {
+            provider: String::new(),
+            access: ClusterAccess {
+                endpoint: Some(ClusterEndpoint {
+                    type_: endpoint_type::CLUSTER_PROXY.to_owned(),
+                    ..Default::default()
+                }),
+                // The token itself is never served: reading a ClusterGateway is not reading
+                // the managed service account's Secret.
+                credential: Some(ClusterAccessCredential {
+                    type_: credential_type::SERVICE_ACCOUNT_TOKEN.to_owned(),
+                    ..Default::default()
+                }),
+            },
+        },
+        status: ClusterGatewayStatus {
+            healthy: has_token,
+            ..Default::default()
+        },
+    }
+}
+
+async fn forward(state: &State, name: &str, path: &str, request: Request<Incoming>) -> Response<Body> {
+    let Some(managed) = cluster(state, name) else {
+        return not_found(name);
+    };
+    if request.headers().contains_key(header::UPGRADE) {
+        return status(
+            StatusCode::NOT_IMPLEMENTED,
+            "NotImplemented",
+            "connection upgrades (exec, attach, port-forward) are not served through the cluster gateway",
+        );
+    }
+    let Some(client_config) = managed.spec.managed_cluster_client_configs.first() else {
+        return unavailable(format!(
+            "cluster {name} reports no kube-apiserver URL (spec.managedClusterClientConfigs)"
+        ));
+    };
+    let target = match upstream::Target::new(
+        &client_config.url,
+        client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()),
+    ) {
+        Ok(target) => target,
+        Err(e) => return unavailable(format!("cluster {name}: {e}")),
+    };
+    let Some(token) = token(state, name) else {
+        return unavailable(format!(
+            "cluster {name} has no managed service account token (Secret {name}/{}): enable the managed-serviceaccount add-on for it",
+            state.settings.token_secret
+        ));
+    };
+    let stream = match tunnel::connect(&state.settings.tunnel_socket, name, CONNECT_DEADLINE).await {
+        Ok(stream) => stream,
+        Err(TunnelError::NotConnected(message)) => return unavailable(message),
+        Err(e @ TunnelError::Timeout(..)) => {
+            return status(StatusCode::GATEWAY_TIMEOUT, "Timeout", &e.to_string());
+        }
+        Err(e) => return status(StatusCode::BAD_GATEWAY, "ServiceUnavailable", &e.to_string()),
+    };
+
+    let query = request.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
+    let (parts, body) = request.into_parts();
+    let mut upstream_request = Request::builder()
+        .method(parts.method)
+        .uri(format!("{path}{query}"))
+        .body(body)
+        .expect("a request from valid parts");
+    *upstream_request.headers_mut() = forwarded_headers(&parts.headers, &target.authority, &token);
+
+    match upstream::send(
+        stream,
+        &target,
+        upstream_request,
+        CONNECT_DEADLINE,
+        ANSWER_DEADLINE,
+    )
+    .await
+    {
+        Ok(response) => {
+            let (mut parts, body) = response.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            Response::from_parts(parts, body.boxed())
+        }
+        Err(e @ upstream::UpstreamError::Timeout(_)) => status(
+            StatusCode::GATEWAY_TIMEOUT,
+            "Timeout",
+            &format!("cluster {name}: {e}"),
+        ),
+        Err(e) => status(
+            StatusCode::BAD_GATEWAY,
+            "ServiceUnavailable",
+            &format!("cluster {name}: {e}"),
+        ),
+    }
+}
+
+/// Headers dropped between the caller and the managed cluster: hop-by-hop ones, and every
+/// header that carries an identity or a credential of the hub side.
+fn is_dropped(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    matches!(
+        name,
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "host"
+            | "authorization"
+            | "cookie"
+    ) || name.starts_with("x-remote-")
+        || name.starts_with("impersonate-")
+}
+
+fn forwarded_headers(incoming: &HeaderMap, authority: &str, token: &str) -> HeaderMap {
+    let mut headers: HeaderMap = incoming
+        .iter()
+        .filter(|(name, _)| !is_dropped(name))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    if let Ok(host) = HeaderValue::from_str(authority) {
+        headers.insert(header::HOST, host);
+    }
+    if let Ok(mut bearer) = HeaderValue::from_str(&format!("Bearer {token}")) {
+        bearer.set_sensitive(true);
+        headers.insert(header::AUTHORIZATION, bearer);
+    }
+    headers
+}
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    for name in [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+    ] {
+        headers.remove(name);
+    }
+}
+
+fn discovery() -> serde_json::Value {
+    let resource = |name: String, verbs: &[&str]| {
+        json!({
+            "name": name, "singularName": if name == PLURAL { "clustergateway" } else { "" },
+            "namespaced": false, "kind": KIND, "verbs": verbs,
+        })
+    };
+    json!({
+        "kind": "APIResourceList", "apiVersion": "v1",
+        "groupVersion": format!("{GROUP}/{VERSION}"),
+        "resources": [
+            resource(PLURAL.to_owned(), &["get", "list"]),
+            resource(format!("{PLURAL}/health"), &["get"]),
+            resource(format!("{PLURAL}/proxy"), &["create", "delete", "get", "patch", "update"]),
+        ],
+    })
+}
+
+fn json_response(code: StatusCode, value: &impl serde::Serialize) -> Response<Body> {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut response = Response::new(full(body));
+    *response.status_mut() = code;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn text(code: StatusCode, body: &'static str) -> Response<Body> {
+    let mut response = Response::new(full(body.as_bytes().to_vec()));
+    *response.status_mut() = code;
+    response
+}
+
+fn full(bytes: Vec<u8>) -> Body {
+    Full::new(Bytes::from(bytes))
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// A Kubernetes `Status` failure, as clients print it.
+fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
+    json_response(
+        code,
+        &json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code.as_u16(),
+        }),
+    )
+}
+
+fn not_found(name: &str) -> Response<Body> {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        &format!("{PLURAL}.{GROUP} \"{name}\" not found"),
+    )
+}
+
+fn unavailable(message: String) -> Response<Body> {
+    status(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", &message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn certificate(common_names: &[&str]) -> CertificateDer<'static> {
+        let mut params = rcgen::CertificateParams::default();
+        for name in common_names {
+            params.distinguished_name.push(rcgen::DnType::CommonName, *name);
+        }
+        let cert = params.self_signed(&rcgen::KeyPair::generate().unwrap()).unwrap();
+        cert.der().clone()
+    }
+
+    #[test]
+    fn only_the_allowed_front_proxy_name_is_the_front_proxy() {
+        let allowed = ["front-proxy-client".to_owned()];
+        let proxy = certificate(&["front-proxy-client"]);
+        assert!(is_front_proxy(Some(std::slice::from_ref(&proxy)), &allowed));
+        assert!(!is_front_proxy(Some(&[certificate(&["mallory"])]), &allowed));
+        assert!(!is_front_proxy(None, &allowed));
+        assert!(!is_front_proxy(Some(&[]), &allowed));
+        // With no names configured, the apiserver accepts any certificate its CA signed.
+        assert!(is_front_proxy(Some(&[certificate(&["anyone"])]), &[]));
+    }
+
+    #[test]
+    fn identities_and_credentials_of_the_caller_never_reach_the_cluster() {
+        let mut incoming = HeaderMap::new();
+        for (name, value) in [
+            ("authorization", "Bearer hub-user"),
+            ("x-remote-user", "alice"),
+            ("x-remote-group", "system:masters"),
+            ("x-remote-extra-scopes", "all"),
+            ("impersonate-user", "system:admin"),
+            ("impersonate-group", "system:masters"),
+            ("cookie", "session=1"),
+            ("connection", "keep-alive"),
+            ("host", "hub:6443"),
+            ("accept", "application/json"),
+            ("user-agent", "kubectl"),
+        ] {
+            incoming.append(HeaderName::from_static(name), HeaderValue::from_static(value));
+        }
+        let out = forwarded_headers(&incoming, "127.0.0.1:6443", "msa-token");
+        let mut names: Vec<&str> = out.keys().map(HeaderName::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["accept", "authorization", "host", "user-agent"]);
+        assert_eq!(out[header::AUTHORIZATION], "Bearer msa-token");
+        assert_eq!(out[header::HOST], "127.0.0.1:6443");
+    }
+}
