@@ -61,13 +61,18 @@ pub fn process_peak_usage(pid: u32) -> (f64, u64) {
 
 /// A memory figure of /proc/PID/status (`field` with its colon), in MiB; 0 when unknown.
 fn status_mib(pid: u32, field: &str) -> u64 {
+    status_kib(pid, field) / 1024
+}
+
+/// A memory figure of /proc/PID/status (`field` with its colon, e.g. `VmRSS:`), in KiB; 0
+/// when unknown.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kib: u64 = status
+    status
         .lines()
         .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    kib / 1024
+        .unwrap_or(0)
 }
 
 /// A child process that is killed and reaped when dropped, so a benchmark that fails half-way

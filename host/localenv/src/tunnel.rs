@@ -141,6 +141,11 @@ impl TunnelServer {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The URL agents connect to.
     pub fn agent_url(&self) -> String {
         format!("wss://{}{CONNECT_PATH}", self.address)
