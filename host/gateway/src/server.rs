@@ -53,8 +53,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::{
     Error,
     route::{Route, route},
-    tunnel::{self, TunnelError},
-    upstream,
+    upstream::{self, UpstreamError, Upstreams},
 };
 
 /// A response body: local JSON or a managed apiserver's streamed answer.
@@ -116,6 +115,7 @@ pub struct Sources {
 
 struct State {
     settings: Settings,
+    upstreams: Upstreams,
     sources: Sources,
     allowed_names: Vec<String>,
 }
@@ -156,6 +156,7 @@ pub async fn serve(settings: Settings, sources: Sources) -> Result<Gateway, Erro
     let server = Server::new(GATEWAY);
     let state = Arc::new(State {
         allowed_names: settings.front_proxy.allowed_names.clone(),
+        upstreams: Upstreams::new(settings.tunnel_socket.clone(), CONNECT_DEADLINE, ANSWER_DEADLINE),
         settings,
         sources,
     });
@@ -364,39 +365,23 @@ async fn forward(state: &State, name: &str, path: &str, request: Request<Incomin
             state.settings.token_secret
         ));
     };
-    let stream = match tunnel::connect(&state.settings.tunnel_socket, name, CONNECT_DEADLINE).await {
-        Ok(stream) => stream,
-        Err(TunnelError::NotConnected(message)) => return unavailable(message),
-        Err(e @ TunnelError::Timeout(..)) => {
-            return status(StatusCode::GATEWAY_TIMEOUT, "Timeout", &e.to_string());
-        }
-        Err(e) => return status(StatusCode::BAD_GATEWAY, "ServiceUnavailable", &e.to_string()),
-    };
-
     let query = request.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
     let (parts, body) = request.into_parts();
     let mut upstream_request = Request::builder()
         .method(parts.method)
         .uri(format!("{path}{query}"))
-        .body(body)
+        .body(body.boxed())
         .expect("a request from valid parts");
     *upstream_request.headers_mut() = forwarded_headers(&parts.headers, &target.authority, &token);
 
-    match upstream::send(
-        stream,
-        &target,
-        upstream_request,
-        CONNECT_DEADLINE,
-        ANSWER_DEADLINE,
-    )
-    .await
-    {
+    match state.upstreams.send(name, &target, upstream_request).await {
         Ok(response) => {
             let (mut parts, body) = response.into_parts();
             strip_hop_by_hop(&mut parts.headers);
             Response::from_parts(parts, body.boxed())
         }
-        Err(e @ upstream::UpstreamError::Timeout(_)) => status(
+        Err(UpstreamError::NotConnected(message)) => unavailable(message),
+        Err(e @ UpstreamError::Timeout(_)) => status(
             StatusCode::GATEWAY_TIMEOUT,
             "Timeout",
             &format!("cluster {name}: {e}"),

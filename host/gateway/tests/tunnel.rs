@@ -8,7 +8,7 @@ use std::{net::IpAddr, time::Duration};
 
 use flotilla_gateway::{
     tunnel::{self, TunnelError},
-    upstream::{self, Target},
+    upstream::{Target, Upstreams},
 };
 use flotilla_testing::{
     ControlPlane,
@@ -84,16 +84,14 @@ async fn until_logged(server: &TunnelServer, what: &str, times: usize) {
     }
 }
 
-async fn healthz(server: &TunnelServer, cluster: &str, managed: &ControlPlane) -> Result<String, String> {
-    let stream = tunnel::connect(server.socket(), cluster, DEADLINE)
-        .await
-        .map_err(|e| e.to_string())?;
+async fn healthz(upstreams: &Upstreams, cluster: &str, managed: &ControlPlane) -> Result<String, String> {
     let target = Target::new(managed.server(), Some(managed.ca_pem().as_bytes())).unwrap();
     let request = http::Request::get("/healthz")
         .header(http::header::HOST, &target.authority)
-        .body(Empty::<Bytes>::new())
+        .body(Empty::<Bytes>::new().map_err(|never| match never {}).boxed())
         .unwrap();
-    let response = upstream::send(stream, &target, request, DEADLINE, DEADLINE)
+    let response = upstreams
+        .send(cluster, &target, request)
         .await
         .map_err(|e| e.to_string())?;
     let body = response.into_body().collect().await.unwrap().to_bytes();
@@ -121,6 +119,7 @@ async fn an_unroutable_cluster_is_reached_through_its_own_tunnel_only() {
         "the managed apiserver must be unreachable from the host"
     );
     let server = server(&ca, &netns);
+    let upstreams = Upstreams::new(server.socket().to_owned(), DEADLINE, DEADLINE);
 
     // Credentials that are not cluster c1's cluster-proxy agent's open no tunnel for it: the
     // klusterlet's own, another add-on's agent's, one whose groups name another cluster, and
@@ -170,7 +169,9 @@ async fn an_unroutable_cluster_is_reached_through_its_own_tunnel_only() {
     )
     .await;
     until_connected(&server, |c| c.contains(&"c1".to_owned())).await;
-    assert_eq!(healthz(&server, "c1", &managed).await.unwrap(), "ok");
+    assert_eq!(healthz(&upstreams, "c1", &managed).await.unwrap(), "ok");
+    // Again, on the kept-alive connection.
+    assert_eq!(healthz(&upstreams, "c1", &managed).await.unwrap(), "ok");
 
     // A name that is no cluster's never reaches the server's request line.
     assert!(matches!(
@@ -183,7 +184,7 @@ async fn an_unroutable_cluster_is_reached_through_its_own_tunnel_only() {
     drop(c1);
     until_connected(&server, |c| !c.contains(&"c1".to_owned())).await;
     let started = std::time::Instant::now();
-    let error = healthz(&server, "c1", &managed).await.unwrap_err();
+    let error = healthz(&upstreams, "c1", &managed).await.unwrap_err();
     assert!(error.contains("no connected cluster-proxy agent"), "{error}");
     assert!(started.elapsed() < Duration::from_secs(2));
 }

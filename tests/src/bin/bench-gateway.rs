@@ -1,7 +1,8 @@
 //! Prints what the cluster gateway costs: requests per second and p50/p99 latency of
 //! `GET /healthz` and of a 1 MiB list, made through the hub (kube-apiserver → aggregation
 //! layer → gateway → tunnel → the managed kube-apiserver in a network namespace) beside the
-//! same requests made directly to the managed apiserver, in the same run; and the tunnel
+//! same requests made directly to the managed apiserver, in the same run, and the hub's own
+//! share (a ClusterGateway read, answered by the gateway without a tunnel); and the tunnel
 //! server's resident memory per connected tunnel. Asserts nothing.
 //!
 //! `cargo run --release -p flotilla-tests --bin bench-gateway -- [REQUESTS [TUNNELS]]`
@@ -274,6 +275,14 @@ async fn main() -> anyhow::Result<()> {
         );
         rows.push((path, direct, gateway));
     }
+    // The floor of the hub's side: the aggregation layer and the gateway answering from its
+    // cache, with no tunnel and no managed apiserver.
+    let local = "/apis/cluster.core.oam.dev/v1alpha1/clustergateways/c1".to_owned();
+    row(
+        "hub only",
+        "clustergateways/c1 (no tunnel)",
+        measure(hub_admin.clone(), local, requests).await?,
+    );
     for (path, direct, gateway) in rows {
         println!(
             "ratio      {path:<44} p50 {:.2}x  p99 {:.2}x  req/s {:.2}x",
