@@ -5,7 +5,7 @@
 //! ends in `…/proxy` — with the managed service account's rights on the cluster, Forbidden
 //! until it is granted some. A cluster that does not exist, one without a token and one without
 //! a connected agent each answer a clear error at once; nobody but the aggregation layer may
-//! call the gateway.
+//! call the gateway. A revoked token is the managed cluster's own 401, passed back as it is.
 
 use std::{net::IpAddr, time::Duration};
 
@@ -296,6 +296,30 @@ async fn the_hub_reaches_an_unroutable_cluster_through_the_clustergateway_api() 
         !namespaces.contains("namespace/c1"),
         "these are the managed cluster's namespaces: {namespaces}"
     );
+
+    // A revoked or expired token: the managed cluster's own 401 comes back as it is.
+    let secrets: Api<Secret> = Api::namespaced(hub_admin.clone(), "c1");
+    let set_token = |token: String| {
+        let secrets = secrets.clone();
+        async move {
+            let patch = json!({"data": {"token": STANDARD.encode(token)}});
+            secrets
+                .patch(TOKEN_SECRET, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap();
+        }
+    };
+    set_token("revoked".to_owned()).await;
+    let started = std::time::Instant::now();
+    let unauthorized = loop {
+        match kubectl(&hub, Some(&edited), &["get", "ns"]) {
+            Err(e) if e.contains("Unauthorized") => break e,
+            other => assert!(started.elapsed() < Duration::from_secs(30), "{other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(unauthorized.contains("Unauthorized"), "{unauthorized}");
+    set_token(token.clone()).await;
 
     // Clear errors, at once.
     for (cluster, expected) in [
