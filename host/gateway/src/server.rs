@@ -167,6 +167,9 @@ pub async fn serve(settings: Settings, sources: Sources) -> Result<Gateway, Erro
                 .accept(listener, move |stream| {
                     let (acceptor, server, state) = (acceptor.clone(), server.clone(), state.clone());
                     async move {
+                        // Streamed answers go out frame by frame: without this, Nagle holds
+                        // each small write for the peer's delayed ACK (some 40 ms a MiB).
+                        let _ = stream.set_nodelay(true);
                         let handshake = server.limits().handshake;
                         let Ok(Ok(tls)) = tokio::time::timeout(handshake, acceptor.accept(stream)).await
                         else {

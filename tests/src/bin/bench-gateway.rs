@@ -2,7 +2,8 @@
 //! `GET /healthz` and of a 1 MiB list, made through the hub (kube-apiserver → aggregation
 //! layer → gateway → tunnel → the managed kube-apiserver in a network namespace) beside the
 //! same requests made directly to the managed apiserver, in the same run, and the hub's own
-//! share (a ClusterGateway read, answered by the gateway without a tunnel); and the tunnel
+//! share (a ClusterGateway read, answered by the gateway without a tunnel) and the tunnel's
+//! (the gateway's client in this process, no hub apiserver in front); and the tunnel
 //! server's resident memory per connected tunnel. Asserts nothing.
 //!
 //! `cargo run --release -p flotilla-tests --bin bench-gateway -- [REQUESTS [TUNNELS]]`
@@ -27,6 +28,7 @@ use flotilla_testing::{
     pki::CertificateAuthority,
     tunnel::{ADDON, TunnelAgent, TunnelServer},
 };
+use http_body_util::BodyExt as _;
 use k8s_openapi::api::{authentication::v1::TokenRequest, core::v1::ServiceAccount};
 use kube::{
     Api, Client,
@@ -275,6 +277,37 @@ async fn main() -> anyhow::Result<()> {
         );
         rows.push((path, direct, gateway));
     }
+    // The tunnel alone: the gateway's client in this process, no hub apiserver in front.
+    let upstreams = flotilla_gateway::upstream::Upstreams::new(
+        tunnel_server.socket().to_owned(),
+        Duration::from_secs(10),
+        Duration::from_secs(30),
+    );
+    let target =
+        flotilla_gateway::upstream::Target::new(managed.server(), Some(managed.ca_pem().as_bytes()))?;
+    for path in [
+        "/healthz".to_owned(),
+        format!("/api/v1/namespaces/{LIST_NAMESPACE}/configmaps"),
+    ] {
+        let mut latencies = Vec::with_capacity(requests);
+        let mut bytes = 0;
+        for _ in 0..requests {
+            let started = Instant::now();
+            let request = http::Request::get(&path)
+                .header(http::header::HOST, &target.authority)
+                .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
+                .body(
+                    http_body_util::Empty::new()
+                        .map_err(|never| match never {})
+                        .boxed(),
+                )?;
+            let response = upstreams.send("c1", &target, request).await?;
+            bytes = response.into_body().collect().await?.to_bytes().len();
+            latencies.push(started.elapsed());
+        }
+        row("tunnel", &path, (latencies, 0.0, bytes));
+    }
+
     // The floor of the hub's side: the aggregation layer and the gateway answering from its
     // cache, with no tunnel and no managed apiserver.
     let local = "/apis/cluster.core.oam.dev/v1alpha1/clustergateways/c1".to_owned();
