@@ -7,6 +7,7 @@
 mod common;
 
 mod cache;
+mod ecosystem;
 mod examples;
 mod grant;
 mod helloworld;

@@ -138,11 +138,9 @@ impl Addon for ManagedServiceAccount {
                     &["get", "update", "patch"],
                 ),
                 // ... and keeps their token Secrets (watched to restore them when changed).
-                rule(
-                    "",
-                    "secrets",
-                    &["get", "list", "watch", "create", "update", "patch", "delete"],
-                ),
+                // The agent creates and replaces token Secrets; it never patches or deletes
+                // them (they go with their ManagedServiceAccount, by owner reference).
+                rule("", "secrets", &["get", "list", "watch", "create", "update"]),
                 // Lease `<addon>` here is where the klusterlet looks when the managed cluster
                 // has none.
                 rule("coordination.k8s.io", "leases", LEASE_VERBS),

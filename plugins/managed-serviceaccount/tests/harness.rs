@@ -225,11 +225,7 @@ fn the_hub_role_grants_exactly_the_managed_service_accounts_their_status_secrets
                 "managedserviceaccounts/status",
                 &["get", "update", "patch"]
             ),
-            rule(
-                "",
-                "secrets",
-                &["get", "list", "watch", "create", "update", "patch", "delete"]
-            ),
+            rule("", "secrets", &["get", "list", "watch", "create", "update"]),
             rule("coordination.k8s.io", "leases", LEASE),
         ]
     );
