@@ -21,7 +21,10 @@ use flotilla_api::{
     cluster::v1::ManagedCluster,
     gateway::{
         GROUP,
-        consts::{API_VERSION, KIND, PLURAL, VERSION, credential_type, endpoint_type},
+        consts::{
+            API_VERSION, KIND, PLURAL, VERSION, credential_type, endpoint_type,
+            healthy_reason::UNKNOWN_PREFIX,
+        },
         v1alpha1::{
             ClusterAccess, ClusterAccessCredential, ClusterEndpoint, ClusterGateway, ClusterGatewaySpec,
             ClusterGatewayStatus,
@@ -53,6 +56,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::{
     Error,
     route::{Route, route},
+    tunnel,
     upstream::{self, UpstreamError, Upstreams},
 };
 
@@ -72,6 +76,8 @@ pub const GATEWAY: Limits = Limits {
 
 /// How long opening a tunnel and the TLS handshake through it may take.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(10);
+/// How long asking the tunnel server which clusters are connected may take.
+const LIST_DEADLINE: Duration = Duration::from_secs(2);
 /// How long a managed apiserver may take to start its answer.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -261,10 +267,14 @@ async fn handle(state: &State, front_proxy: bool, request: Request<Incoming>) ->
         ),
         Route::Discovery => json_response(StatusCode::OK, &discovery()),
         Route::List if request.method() == Method::GET => {
+            let connected = connected(state).await;
             let items: Vec<ClusterGateway> = {
                 let mut clusters = state.sources.clusters.state();
                 clusters.sort_by_key(|c| c.name_any());
-                clusters.iter().map(|c| gateway_of(c, state)).collect()
+                clusters
+                    .iter()
+                    .map(|c| gateway_of(c, state, &connected))
+                    .collect()
             };
             json_response(
                 StatusCode::OK,
@@ -275,7 +285,7 @@ async fn handle(state: &State, front_proxy: bool, request: Request<Incoming>) ->
             )
         }
         Route::Get(name) if request.method() == Method::GET => match cluster(state, name) {
-            Some(c) => json_response(StatusCode::OK, &gateway_of(&c, state)),
+            Some(c) => json_response(StatusCode::OK, &gateway_of(&c, state, &connected(state).await)),
             None => not_found(name),
         },
         Route::List | Route::Get(_) => status(
@@ -288,6 +298,27 @@ async fn handle(state: &State, front_proxy: bool, request: Request<Incoming>) ->
             let path = path.to_owned();
             forward(state, &name, &path, request).await
         }
+    }
+}
+
+/// The clusters whose agents the tunnel server holds, or why that is not known.
+type Connected = Result<Vec<String>, String>;
+
+async fn connected(state: &State) -> Connected {
+    tunnel::connected(&state.settings.tunnel_socket, LIST_DEADLINE)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Whether requests to `cluster` can be served now, and why not: the gateway needs the
+/// managed service account's token and the cluster's tunnel.
+fn health(has_token: bool, connected: &Connected, cluster: &str) -> (bool, String) {
+    let unknown = |why: &str| (false, format!("{UNKNOWN_PREFIX}{why}"));
+    match connected {
+        _ if !has_token => unknown("NoManagedServiceAccountToken"),
+        Err(_) => unknown("TunnelServerUnreachable"),
+        Ok(clusters) if !clusters.iter().any(|c| c == cluster) => unknown("TunnelNotConnected"),
+        Ok(_) => (true, String::new()),
     }
 }
 
@@ -308,9 +339,9 @@ fn token(state: &State, cluster: &str) -> Option<String> {
 
 /// The ClusterGateway of a ManagedCluster: reached through the tunnel, with the managed
 /// service account's token.
-fn gateway_of(cluster: &ManagedCluster, state: &State) -> ClusterGateway {
+fn gateway_of(cluster: &ManagedCluster, state: &State, connected: &Connected) -> ClusterGateway {
     let name = cluster.name_any();
-    let has_token = token(state, &name).is_some();
+    let (healthy, healthy_reason) = health(token(state, &name).is_some(), connected, &name);
     ClusterGateway {
         metadata: kube::api::ObjectMeta {
             name: Some(name),
@@ -333,8 +364,8 @@ fn gateway_of(cluster: &ManagedCluster, state: &State) -> ClusterGateway {
             },
         },
         status: ClusterGatewayStatus {
-            healthy: has_token,
-            ..Default::default()
+            healthy,
+            healthy_reason,
         },
     }
 }
@@ -534,6 +565,21 @@ mod tests {
         assert!(!is_front_proxy(Some(&[]), &allowed));
         // With no names configured, the apiserver accepts any certificate its CA signed.
         assert!(is_front_proxy(Some(&[certificate(&["anyone"])]), &[]));
+    }
+
+    #[test]
+    fn a_cluster_is_healthy_with_a_token_and_a_connected_tunnel() {
+        let connected: Connected = Ok(vec!["c1".to_owned()]);
+        assert_eq!(health(true, &connected, "c1"), (true, String::new()));
+        assert_eq!(
+            health(false, &connected, "c1").1,
+            "Unknown:NoManagedServiceAccountToken"
+        );
+        assert_eq!(health(true, &connected, "c2").1, "Unknown:TunnelNotConnected");
+        assert_eq!(
+            health(true, &Err("gone".into()), "c1").1,
+            "Unknown:TunnelServerUnreachable"
+        );
     }
 
     #[test]

@@ -246,6 +246,26 @@ async fn the_hub_reaches_an_unroutable_cluster_through_the_clustergateway_api() 
     );
     let c1 = kubectl(&hub, None, &["get", "clustergateway", "c1", "-o", "json"]).unwrap();
     assert!(!c1.contains(&token), "a ClusterGateway never shows the token");
+    // Healthy when the gateway can serve it: a token and a connected tunnel.
+    for (cluster, healthy) in [
+        ("c1", "true/"),
+        ("c2", "false/Unknown:NoManagedServiceAccountToken"),
+        ("c3", "false/Unknown:TunnelNotConnected"),
+    ] {
+        let status = kubectl(
+            &hub,
+            None,
+            &[
+                "get",
+                "clustergateway",
+                cluster,
+                "-o",
+                "jsonpath={.status.healthy}/{.status.healthyReason}",
+            ],
+        )
+        .unwrap();
+        assert_eq!(status, healthy, "{cluster}");
+    }
 
     // Plain kubectl with the server moved onto the gateway: the managed service account has
     // no rights there yet, so the managed cluster refuses it — as itself, not as the hub user.
