@@ -39,10 +39,11 @@ use flotilla_addon_sdk::k8s_openapi::api::apps::v1::Deployment;
 use flotilla_addon_sdk::k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, KeyToPath, PodSecurityContext, PodSpec,
     ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, ServiceAccount, Volume,
-    VolumeMount,
 };
 use flotilla_addon_sdk::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use flotilla_addon_sdk::manifest::{agent_deployment, labels, meta, to_manifest};
+use flotilla_addon_sdk::manifest::{
+    agent_container, agent_deployment, hub_kubeconfig_secret, labels, meta, read_only_mount, to_manifest,
+};
 use flotilla_addon_sdk::{
     AddOn, Addon, AddonError, AddonOptions, Cluster, FeedbackField, HealthMode, HealthResult, Manifest,
     Registration, ResolvedConfig, health, log,
@@ -207,11 +208,6 @@ fn pod_spec(addon: &AddOn, tunnel: &TunnelSettings, image: String) -> PodSpec {
             ..PodSecurityContext::default()
         }),
         containers: vec![Container {
-            name: AGENT_NAME.to_owned(),
-            image: Some(image),
-            image_pull_policy: Some("IfNotPresent".to_owned()),
-            command: Some(vec![AGENT_PROGRAM.to_owned()]),
-            args: Some(agent_args(tunnel)),
             resources: Some(default_resources()),
             security_context: Some(SecurityContext {
                 run_as_non_root: Some(true),
@@ -225,26 +221,16 @@ fn pod_spec(addon: &AddOn, tunnel: &TunnelSettings, image: String) -> PodSpec {
                 ..SecurityContext::default()
             }),
             volume_mounts: Some(vec![
-                VolumeMount {
-                    name: "hub-credential".to_owned(),
-                    mount_path: CREDENTIAL_DIR.to_owned(),
-                    read_only: Some(true),
-                    ..VolumeMount::default()
-                },
-                VolumeMount {
-                    name: "hub-ca".to_owned(),
-                    mount_path: CA_DIR.to_owned(),
-                    read_only: Some(true),
-                    ..VolumeMount::default()
-                },
+                read_only_mount("hub-credential", CREDENTIAL_DIR),
+                read_only_mount("hub-ca", CA_DIR),
             ]),
-            ..Container::default()
+            ..agent_container(AGENT_NAME, image, AGENT_PROGRAM, agent_args(tunnel))
         }],
         volumes: Some(vec![
             Volume {
                 name: "hub-credential".to_owned(),
                 secret: Some(SecretVolumeSource {
-                    secret_name: Some(format!("{}-hub-kubeconfig", addon.name)),
+                    secret_name: Some(hub_kubeconfig_secret(&addon.name)),
                     // Only the certificate and key: the agent has no use for the kubeconfig.
                     items: Some(vec![file(CERT_KEY), file(KEY_KEY)]),
                     default_mode: Some(0o440),

@@ -20,14 +20,10 @@
 //! agent's lease. CSR approval and health use the SDK defaults.
 
 use flotilla_addon_sdk::k8s_openapi::api::apps::v1::Deployment;
-use flotilla_addon_sdk::k8s_openapi::api::core::v1::{
-    Container, PodSpec, SecretVolumeSource, ServiceAccount, Volume, VolumeMount,
-};
-use flotilla_addon_sdk::k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef};
-use flotilla_addon_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use flotilla_addon_sdk::k8s_openapi::api::core::v1::{Container, PodSpec, ServiceAccount, VolumeMount};
 use flotilla_addon_sdk::manifest::{
-    agent_deployment, agent_group, labels, meta, role_bound_to, rule,
-    service_account as service_account_subject, to_manifest,
+    agent_container, agent_deployment, agent_group, cluster_role_bound_to, hub_kubeconfig_volume, labels,
+    meta, role_bound_to, rule, service_account, to_manifest,
 };
 use flotilla_addon_sdk::{
     AddOn, Addon, AddonError, AddonOptions, Cluster, HealthMode, Manifest, Registration, ResolvedConfig, log,
@@ -68,12 +64,29 @@ impl Addon for HelloWorld {
             "rendering {} for cluster {} into {ns}",
             addon.name, cluster.name
         ));
-        Ok(vec![
-            to_manifest(&service_account(ns))?,
-            to_manifest(&cluster_role())?,
-            to_manifest(&cluster_role_binding(ns))?,
-            to_manifest(&deployment(cluster, addon))?,
-        ])
+        let mut manifests = vec![to_manifest(&ServiceAccount {
+            metadata: meta(SERVICE_ACCOUNT, ns),
+            ..ServiceAccount::default()
+        })?];
+        manifests.extend(cluster_role_bound_to(
+            RBAC_NAME,
+            vec![
+                rule(
+                    "",
+                    "configmaps",
+                    &["get", "list", "watch", "create", "update", "patch", "delete"],
+                ),
+                rule("", "events", &["create", "patch", "update"]),
+                rule(
+                    "coordination.k8s.io",
+                    "leases",
+                    &["get", "list", "watch", "create", "update", "patch"],
+                ),
+            ],
+            service_account(SERVICE_ACCOUNT, ns),
+        )?);
+        manifests.push(to_manifest(&deployment(cluster, addon))?);
+        Ok(manifests)
     }
 
     fn hub_permissions(cluster: &Cluster, addon: &AddOn) -> Result<Vec<Manifest>, AddonError> {
@@ -96,87 +109,37 @@ impl Addon for HelloWorld {
 
 flotilla_addon_sdk::export_addon!(HelloWorld);
 
-fn service_account(ns: &str) -> ServiceAccount {
-    ServiceAccount {
-        metadata: meta(SERVICE_ACCOUNT, ns),
-        ..ServiceAccount::default()
-    }
-}
-
-fn cluster_role() -> ClusterRole {
-    ClusterRole {
-        metadata: ObjectMeta {
-            name: Some(RBAC_NAME.to_owned()),
-            ..ObjectMeta::default()
-        },
-        rules: Some(vec![
-            rule(
-                "",
-                "configmaps",
-                &["get", "list", "watch", "create", "update", "patch", "delete"],
-            ),
-            rule("", "events", &["create", "patch", "update"]),
-            rule(
-                "coordination.k8s.io",
-                "leases",
-                &["get", "list", "watch", "create", "update", "patch"],
-            ),
-        ]),
-        ..ClusterRole::default()
-    }
-}
-
-fn cluster_role_binding(ns: &str) -> ClusterRoleBinding {
-    ClusterRoleBinding {
-        metadata: ObjectMeta {
-            name: Some(RBAC_NAME.to_owned()),
-            ..ObjectMeta::default()
-        },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: RBAC_NAME.into(),
-        },
-        subjects: Some(vec![service_account_subject(SERVICE_ACCOUNT, ns)]),
-    }
-}
-
 fn deployment(cluster: &Cluster, addon: &AddOn) -> Deployment {
     let ns = addon.install_namespace.as_str();
-    let pod_labels = labels([("app", AGENT_NAME)]);
-    let kubeconfig_secret = format!("{}-hub-kubeconfig", addon.name);
+    let (volume, mount) = hub_kubeconfig_volume(&addon.name, "/var/run/hub");
+    // This agent's mount has always been rendered without `readOnly` (a Secret volume is
+    // read-only all the same); kept so that existing ManifestWorks do not change.
+    let mount = VolumeMount {
+        read_only: None,
+        ..mount
+    };
+    let container = agent_container(
+        AGENT_NAME,
+        AGENT_IMAGE,
+        "/helloworld-agent",
+        vec![
+            "--hub-kubeconfig=/var/run/hub/kubeconfig".to_owned(),
+            format!("--cluster-name={}", cluster.name),
+            format!("--addon-namespace={ns}"),
+        ],
+    );
     agent_deployment(
         AGENT_NAME,
         ns,
-        pod_labels,
+        labels([("app", AGENT_NAME)]),
         1,
         PodSpec {
             service_account_name: Some(SERVICE_ACCOUNT.to_owned()),
             containers: vec![Container {
-                name: AGENT_NAME.to_owned(),
-                image: Some(AGENT_IMAGE.to_owned()),
-                image_pull_policy: Some("IfNotPresent".to_owned()),
-                command: Some(vec!["/helloworld-agent".to_owned()]),
-                args: Some(vec![
-                    "--hub-kubeconfig=/var/run/hub/kubeconfig".to_owned(),
-                    format!("--cluster-name={}", cluster.name),
-                    format!("--addon-namespace={ns}"),
-                ]),
-                volume_mounts: Some(vec![VolumeMount {
-                    name: "hub-config".to_owned(),
-                    mount_path: "/var/run/hub".to_owned(),
-                    ..VolumeMount::default()
-                }]),
-                ..Container::default()
+                volume_mounts: Some(vec![mount]),
+                ..container
             }],
-            volumes: Some(vec![Volume {
-                name: "hub-config".to_owned(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(kubeconfig_secret),
-                    ..SecretVolumeSource::default()
-                }),
-                ..Volume::default()
-            }]),
+            volumes: Some(vec![volume]),
             ..PodSpec::default()
         },
     )

@@ -32,14 +32,10 @@
 //! ManagedServiceAccount through the garbage collector, by owner reference).
 
 use flotilla_addon_sdk::k8s_openapi::api::apps::v1::Deployment;
-use flotilla_addon_sdk::k8s_openapi::api::core::v1::{
-    Container, PodSpec, SecretVolumeSource, ServiceAccount, Volume, VolumeMount,
-};
-use flotilla_addon_sdk::k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef};
-use flotilla_addon_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use flotilla_addon_sdk::k8s_openapi::api::core::v1::ServiceAccount;
 use flotilla_addon_sdk::manifest::{
-    agent_deployment, agent_group, labels, meta, role_bound_to, rule,
-    service_account as service_account_subject, to_manifest,
+    agent_container, agent_deployment, agent_group, agent_pod, cluster_role_bound_to, labels, meta,
+    role_bound_to, rule, service_account, to_manifest,
 };
 use flotilla_addon_sdk::{
     AddOn, Addon, AddonError, AddonOptions, Cluster, HealthMode, Manifest, Registration, ResolvedConfig, log,
@@ -97,11 +93,16 @@ impl Addon for ManagedServiceAccount {
             "rendering {} for cluster {} into {ns}",
             addon.name, cluster.name
         ));
-        let mut manifests = vec![
-            to_manifest(&service_account(ns))?,
-            to_manifest(&cluster_role())?,
-            to_manifest(&cluster_role_binding(ns))?,
-        ];
+        let mut manifests = vec![to_manifest(&ServiceAccount {
+            metadata: meta(SERVICE_ACCOUNT, ns),
+            ..ServiceAccount::default()
+        })?];
+        // TokenReviews are cluster-scoped: the one grant that cannot be confined to a namespace.
+        manifests.extend(cluster_role_bound_to(
+            RBAC_NAME,
+            vec![rule("authentication.k8s.io", "tokenreviews", &["create"])],
+            service_account(SERVICE_ACCOUNT, ns),
+        )?);
         // Everything the agent writes on the managed cluster is in its install namespace.
         manifests.extend(role_bound_to(
             RBAC_NAME,
@@ -118,7 +119,7 @@ impl Addon for ManagedServiceAccount {
                 rule("", "serviceaccounts/token", &["create"]),
                 rule("coordination.k8s.io", "leases", LEASE_VERBS),
             ],
-            service_account_subject(SERVICE_ACCOUNT, ns),
+            service_account(SERVICE_ACCOUNT, ns),
         )?);
         manifests.push(to_manifest(&deployment(cluster, addon))?);
         Ok(manifests)
@@ -152,81 +153,27 @@ impl Addon for ManagedServiceAccount {
 
 flotilla_addon_sdk::export_addon!(ManagedServiceAccount);
 
-fn service_account(ns: &str) -> ServiceAccount {
-    ServiceAccount {
-        metadata: meta(SERVICE_ACCOUNT, ns),
-        ..ServiceAccount::default()
-    }
-}
-
-/// TokenReviews are cluster-scoped: the one grant that cannot be confined to a namespace.
-fn cluster_role() -> ClusterRole {
-    ClusterRole {
-        metadata: ObjectMeta {
-            name: Some(RBAC_NAME.to_owned()),
-            ..ObjectMeta::default()
-        },
-        rules: Some(vec![rule("authentication.k8s.io", "tokenreviews", &["create"])]),
-        ..ClusterRole::default()
-    }
-}
-
-fn cluster_role_binding(ns: &str) -> ClusterRoleBinding {
-    ClusterRoleBinding {
-        metadata: ObjectMeta {
-            name: Some(RBAC_NAME.to_owned()),
-            ..ObjectMeta::default()
-        },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: RBAC_NAME.into(),
-        },
-        subjects: Some(vec![service_account_subject(SERVICE_ACCOUNT, ns)]),
-    }
-}
-
 fn deployment(cluster: &Cluster, addon: &AddOn) -> Deployment {
     let ns = addon.install_namespace.as_str();
     // OCM's chart selects its pods by this label.
     let pod_labels = labels([("addon-agent", ADDON_NAME)]);
-    let kubeconfig_secret = format!("{}-hub-kubeconfig", addon.name);
+    let container = agent_container(
+        CONTAINER_NAME,
+        AGENT_IMAGE,
+        AGENT_PROGRAM,
+        vec![
+            format!("--hub-kubeconfig={HUB_KUBECONFIG_DIR}/kubeconfig"),
+            format!("--cluster-name={}", cluster.name),
+            format!("--addon-namespace={ns}"),
+            format!("--addon-name={}", addon.name),
+            format!("--check-period={CHECK_PERIOD_SECONDS}"),
+        ],
+    );
     agent_deployment(
         AGENT_NAME,
         ns,
         pod_labels,
         1,
-        PodSpec {
-            service_account_name: Some(SERVICE_ACCOUNT.to_owned()),
-            containers: vec![Container {
-                name: CONTAINER_NAME.to_owned(),
-                image: Some(AGENT_IMAGE.to_owned()),
-                image_pull_policy: Some("IfNotPresent".to_owned()),
-                command: Some(vec![AGENT_PROGRAM.to_owned()]),
-                args: Some(vec![
-                    format!("--hub-kubeconfig={HUB_KUBECONFIG_DIR}/kubeconfig"),
-                    format!("--cluster-name={}", cluster.name),
-                    format!("--addon-namespace={ns}"),
-                    format!("--addon-name={}", addon.name),
-                    format!("--check-period={CHECK_PERIOD_SECONDS}"),
-                ]),
-                volume_mounts: Some(vec![VolumeMount {
-                    name: "hub-config".to_owned(),
-                    mount_path: HUB_KUBECONFIG_DIR.to_owned(),
-                    read_only: Some(true),
-                    ..VolumeMount::default()
-                }]),
-                ..Container::default()
-            }],
-            volumes: Some(vec![Volume {
-                name: "hub-config".to_owned(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(kubeconfig_secret),
-                    ..SecretVolumeSource::default()
-                }),
-                ..Volume::default()
-            }]),
-            ..PodSpec::default()
-        },
+        agent_pod(SERVICE_ACCOUNT, container, &addon.name, HUB_KUBECONFIG_DIR),
     )
 }
