@@ -10,38 +10,31 @@
 //! ```
 //!
 //! The hub credential is rotated by the klusterlet, which rewrites the mounted secret: the agent
-//! rereads the files every [`CREDENTIAL_CHECK`] and reconnects when they changed. A ConfigMap
-//! the managed cluster already has under another owner (`kube-root-ca.crt`, say) is never taken
-//! over: server-side apply without force refuses, and the agent logs and skips it.
+//! rereads the files every [`flotilla_addon_agent::credential::CHECK`] and reconnects when they
+//! changed. A ConfigMap the managed cluster already has under another owner (`kube-root-ca.crt`,
+//! say) is never taken over: server-side apply without force refuses, and the agent logs and
+//! skips it.
 
 use std::{collections::BTreeSet, path::PathBuf, time::Duration};
 
 use anyhow::Context as _;
 use clap::Parser;
+use flotilla_addon_agent::{credential::HubCredential, lease::LeaseRenewer};
 use futures::StreamExt as _;
-use k8s_openapi::{
-    api::{
-        coordination::v1::{Lease, LeaseSpec},
-        core::v1::ConfigMap,
-    },
-    apimachinery::pkg::apis::meta::v1::MicroTime,
-    jiff::Timestamp,
-};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
-    Api, Client, Config, ResourceExt as _,
-    api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
-    config::{KubeConfigOptions, Kubeconfig},
+    Api, Client, ResourceExt as _,
+    api::{DeleteParams, ListParams, Patch, PatchParams},
     runtime::{WatchStreamExt as _, watcher},
 };
 
-/// The field manager of every write, so copies are this agent's and nobody else's.
+/// The field manager of every write, so copies are this agent's and nobody else's; the holder
+/// of its Lease and the prefix of its log lines.
 const FIELD_MANAGER: &str = "helloworld-agent";
 /// Marks a managed-cluster ConfigMap as a copy; its value is the hub namespace it came from.
 const COPIED_FROM_LABEL: &str = "helloworld.open-cluster-management.io/copied-from";
 /// Published into every namespace by the controller manager: each cluster has its own.
 const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
-/// How often the mounted hub credential is compared with the one in use.
-const CREDENTIAL_CHECK: Duration = Duration::from_secs(20);
 
 /// Command line, as the plugin's Deployment passes it.
 #[derive(Debug, Parser)]
@@ -83,8 +76,15 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("listen for SIGTERM")?;
+    let lease = LeaseRenewer::new(
+        managed.clone(),
+        &args.addon_namespace,
+        &args.addon_name,
+        FIELD_MANAGER,
+        Duration::from_secs(args.lease_seconds.max(1)),
+    );
     tokio::select! {
-        () = renew_forever(&managed, &args) => Ok(()),
+        () = lease.run() => Ok(()),
         () = copy_forever(&managed, &args) => Ok(()),
         _ = terminate.recv() => {
             eprintln!("helloworld-agent: terminated");
@@ -94,122 +94,12 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-/// Renews the lease every period; a failure is logged and retried at the next one.
-async fn renew_forever(managed: &Client, args: &Args) {
-    let period = Duration::from_secs(args.lease_seconds.max(1));
-    let leases: Api<Lease> = Api::namespaced(managed.clone(), &args.addon_namespace);
-    loop {
-        if let Err(error) = renew(&leases, &args.addon_name, period).await {
-            eprintln!("helloworld-agent: {error:#}");
-        }
-        tokio::time::sleep(period).await;
-    }
-}
-
-/// Sets `renewTime` of Lease `name` to now, creating it if needed.
-async fn renew(leases: &Api<Lease>, name: &str, period: Duration) -> anyhow::Result<()> {
-    let now = MicroTime(Timestamp::now());
-    match leases
-        .get_opt(name)
-        .await
-        .with_context(|| format!("read Lease {name}"))?
-    {
-        Some(mut lease) => {
-            lease.spec.get_or_insert_with(LeaseSpec::default).renew_time = Some(now);
-            leases
-                .replace(name, &PostParams::default(), &lease)
-                .await
-                .with_context(|| format!("renew Lease {name}"))?;
-        }
-        None => {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(name.to_owned()),
-                    ..ObjectMeta::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(FIELD_MANAGER.to_owned()),
-                    lease_duration_seconds: i32::try_from(period.as_secs()).ok(),
-                    renew_time: Some(now),
-                    ..LeaseSpec::default()
-                }),
-            };
-            leases
-                .create(&PostParams::default(), &lease)
-                .await
-                .with_context(|| format!("create Lease {name}"))?;
-        }
-    }
-    Ok(())
-}
-
 /// Copies ConfigMaps for as long as the agent runs, reconnecting to the hub whenever the
 /// mounted credential changes or the connection cannot be made.
 async fn copy_forever(managed: &Client, args: &Args) {
-    loop {
-        let credential = match read_credential(&args.hub_kubeconfig).await {
-            Ok(files) => files,
-            Err(error) => {
-                eprintln!("helloworld-agent: {error:#}");
-                tokio::time::sleep(CREDENTIAL_CHECK).await;
-                continue;
-            }
-        };
-        let hub = match hub_client(&args.hub_kubeconfig).await {
-            Ok(hub) => hub,
-            Err(error) => {
-                eprintln!("helloworld-agent: {error:#}");
-                tokio::time::sleep(CREDENTIAL_CHECK).await;
-                continue;
-            }
-        };
-        tokio::select! {
-            () = copy_with(&hub, managed, args) => {}
-            () = until_changed(&args.hub_kubeconfig, credential) => {
-                eprintln!("helloworld-agent: the hub credential changed; reconnecting");
-            }
-        }
-    }
-}
-
-/// The bytes of every file in the credential's directory (kubeconfig, certificate, key).
-async fn read_credential(kubeconfig: &std::path::Path) -> anyhow::Result<Vec<(PathBuf, Vec<u8>)>> {
-    let dir = kubeconfig.parent().unwrap_or(std::path::Path::new("."));
-    let mut files = Vec::new();
-    let mut entries = tokio::fs::read_dir(dir)
-        .await
-        .with_context(|| format!("list the hub credential in {}", dir.display()))?;
-    while let Some(entry) = entries.next_entry().await.context("list the hub credential")? {
-        let path = entry.path();
-        // Secret volumes keep their files behind `..data` links; hidden entries are the links.
-        if entry.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        if let Ok(bytes) = tokio::fs::read(&path).await {
-            files.push((path, bytes));
-        }
-    }
-    files.sort();
-    Ok(files)
-}
-
-/// Returns once the credential files differ from `current`.
-async fn until_changed(kubeconfig: &std::path::Path, current: Vec<(PathBuf, Vec<u8>)>) {
-    loop {
-        tokio::time::sleep(CREDENTIAL_CHECK).await;
-        if read_credential(kubeconfig).await.is_ok_and(|now| now != current) {
-            return;
-        }
-    }
-}
-
-/// A hub client from the mounted kubeconfig, whose certificate paths are relative to it.
-async fn hub_client(path: &std::path::Path) -> anyhow::Result<Client> {
-    let kubeconfig = Kubeconfig::read_from(path).with_context(|| format!("read {}", path.display()))?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .with_context(|| format!("use {}", path.display()))?;
-    Client::try_from(config).context("build the hub client")
+    HubCredential::new(&args.hub_kubeconfig)
+        .serve(FIELD_MANAGER, async |hub| copy_with(&hub, managed, args).await)
+        .await;
 }
 
 /// Watches the cluster namespace on the hub and mirrors it; returns only if the watch ends.

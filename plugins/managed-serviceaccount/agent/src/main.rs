@@ -20,11 +20,11 @@
 //! name is passed over again each check period: that is when a token is reviewed on the
 //! managed cluster (a revoked one is replaced within a period) and when one nearing its expiry
 //! is replaced. The hub credential is rotated by the klusterlet, which rewrites the mounted
-//! secret: the agent rereads the files every [`credential::CHECK`] and reconnects when they
-//! changed.
+//! secret: the agent rereads the files every [`flotilla_addon_agent::credential::CHECK`] and
+//! reconnects when they changed. Both that and the Lease are [`flotilla_addon_agent`]'s, shared
+//! with the other add-ons' agents.
 
-mod credential;
-mod lease;
+mod ca;
 mod msa;
 mod reconcile;
 mod token;
@@ -33,6 +33,10 @@ use std::{collections::BTreeSet, path::PathBuf, time::Duration};
 
 use anyhow::Context as _;
 use clap::Parser;
+use flotilla_addon_agent::{
+    credential::{self, HubCredential},
+    lease::LeaseRenewer,
+};
 use futures::{Stream, StreamExt as _};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::{
@@ -47,7 +51,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::msa::ManagedServiceAccount;
 
-/// The field manager and Lease holder of the agent's writes.
+/// The field manager and Lease holder of the agent's writes, and the prefix of its log lines.
 pub const FIELD_MANAGER: &str = "managed-serviceaccount-agent";
 
 /// The longest pause before a failed pass over a name is tried again.
@@ -89,7 +93,7 @@ async fn main() -> anyhow::Result<()> {
     let config = managed_config(&args)
         .await
         .context("connect to the managed cluster")?;
-    let ca = credential::ca_pem(&config).context("read the managed cluster's CA")?;
+    let ca = ca::ca_pem(&config).context("read the managed cluster's CA")?;
     let managed = Client::try_from(config).context("connect to the managed cluster")?;
     eprintln!(
         "managed-serviceaccount-agent: ServiceAccounts in {} for the ManagedServiceAccounts of hub namespace {}, checked every {}s; renewing Lease {} every {}s",
@@ -106,10 +110,11 @@ async fn main() -> anyhow::Result<()> {
     .reflect(account_writer)
     .touched_objects();
     let account_feed = forward(account_feed, names.clone());
-    let lease = lease::renew_forever(
+    let lease = LeaseRenewer::new(
         managed.clone(),
         &args.addon_namespace,
         &args.addon_name,
+        FIELD_MANAGER,
         Duration::from_secs(args.lease_seconds),
     );
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -117,7 +122,7 @@ async fn main() -> anyhow::Result<()> {
     // Every branch but the signals runs for as long as the process does.
     tokio::select! {
         () = account_feed => Ok(()),
-        () = lease => Ok(()),
+        () = lease.run() => Ok(()),
         () = serve(&args, &managed, &ca, &accounts, names, queue) => Ok(()),
         _ = terminate.recv() => {
             eprintln!("managed-serviceaccount-agent: terminated");
@@ -130,7 +135,7 @@ async fn main() -> anyhow::Result<()> {
 /// The managed cluster: `--kubeconfig` if given, else in-cluster or `$KUBECONFIG`.
 async fn managed_config(args: &Args) -> anyhow::Result<Config> {
     match &args.kubeconfig {
-        Some(path) => credential::config(path).await,
+        Some(path) => Ok(credential::config(path).await?),
         None => Config::infer()
             .await
             .context("no in-cluster service account nor kubeconfig"),
@@ -164,23 +169,7 @@ async fn serve(
     names: UnboundedSender<String>,
     mut queue: UnboundedReceiver<String>,
 ) {
-    loop {
-        let files = match credential::read(&args.hub_kubeconfig).await {
-            Ok(files) => files,
-            Err(error) => {
-                eprintln!("managed-serviceaccount-agent: {error:#}");
-                tokio::time::sleep(credential::CHECK).await;
-                continue;
-            }
-        };
-        let hub = match credential::client(&args.hub_kubeconfig).await {
-            Ok(hub) => hub,
-            Err(error) => {
-                eprintln!("managed-serviceaccount-agent: {error:#}");
-                tokio::time::sleep(credential::CHECK).await;
-                continue;
-            }
-        };
+    let serve_with = async |hub: Client| {
         let ctx = reconcile::Context::new(
             hub.clone(),
             &args.cluster_name,
@@ -204,11 +193,11 @@ async fn serve(
             () = forward(msa_feed, names.clone()) => {}
             () = forward(secret_feed, names.clone()) => {}
             () = work(&ctx, &args.cluster_name, &msas, accounts, &mut queue, &names, args.check_period) => {}
-            () = credential::until_changed(&args.hub_kubeconfig, files) => {
-                eprintln!("managed-serviceaccount-agent: the hub credential changed; reconnecting");
-            }
         }
-    }
+    };
+    HubCredential::new(&args.hub_kubeconfig)
+        .serve(FIELD_MANAGER, serve_with)
+        .await;
 }
 
 /// Passes over every queued name, one at a time, once both stores hold a full list; every

@@ -17,10 +17,9 @@
 //!
 //! The scores themselves are in [`score`]; what is written when, in [`publish`]. The hub
 //! credential is rotated by the klusterlet, which rewrites the mounted secret: the agent rereads
-//! the files every [`credential::CHECK`] and reconnects when they changed.
+//! the files every [`flotilla_addon_agent::credential::CHECK`] and reconnects when they changed.
+//! Both that and the Lease are [`flotilla_addon_agent`]'s, shared with the other add-ons' agents.
 
-mod credential;
-mod lease;
 mod publish;
 mod quantity;
 mod score;
@@ -29,6 +28,10 @@ use std::{path::PathBuf, time::Duration};
 
 use anyhow::Context as _;
 use clap::Parser;
+use flotilla_addon_agent::{
+    credential::{self, HubCredential},
+    lease::LeaseRenewer,
+};
 use futures::StreamExt as _;
 use k8s_openapi::{
     api::core::v1::{Node, NodeStatus, Pod, PodStatus},
@@ -121,10 +124,11 @@ async fn main() -> anyhow::Result<()> {
         pod_writer,
         strip_pod,
     );
-    let lease = lease::renew_forever(
+    let lease = LeaseRenewer::new(
         managed,
         &args.addon_namespace,
         &args.addon_name,
+        publish::FIELD_MANAGER,
         Duration::from_secs(args.lease_seconds),
     );
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -133,7 +137,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::select! {
         () = node_feed => Ok(()),
         () = pod_feed => Ok(()),
-        () = lease => Ok(()),
+        () = lease.run() => Ok(()),
         () = publish_forever(&nodes, &pods, &args) => Ok(()),
         _ = terminate.recv() => {
             eprintln!("resource-usage-agent: terminated");
@@ -149,7 +153,7 @@ const PODS_HOLDING_RESOURCES: &str = "status.phase!=Succeeded,status.phase!=Fail
 /// The managed cluster: `--kubeconfig` if given, else in-cluster or `$KUBECONFIG`.
 async fn managed_client(args: &Args) -> anyhow::Result<Client> {
     match &args.kubeconfig {
-        Some(path) => credential::client(path).await,
+        Some(path) => Ok(credential::client(path).await?),
         None => Client::try_default()
             .await
             .context("no in-cluster service account nor kubeconfig"),
@@ -209,30 +213,12 @@ fn strip_pod(pod: &mut Pod) {
 /// Publishes for as long as the agent runs, reconnecting to the hub whenever the mounted
 /// credential changes or the connection cannot be made.
 async fn publish_forever(nodes: &Store<Node>, pods: &Store<Pod>, args: &Args) {
-    loop {
-        let files = match credential::read(&args.hub_kubeconfig).await {
-            Ok(files) => files,
-            Err(error) => {
-                eprintln!("resource-usage-agent: {error:#}");
-                tokio::time::sleep(credential::CHECK).await;
-                continue;
-            }
-        };
-        let hub = match credential::client(&args.hub_kubeconfig).await {
-            Ok(hub) => publish::Hub::new(hub, &args.cluster_name),
-            Err(error) => {
-                eprintln!("resource-usage-agent: {error:#}");
-                tokio::time::sleep(credential::CHECK).await;
-                continue;
-            }
-        };
-        tokio::select! {
-            () = publish_with(&hub, nodes, pods, args) => {}
-            () = credential::until_changed(&args.hub_kubeconfig, files) => {
-                eprintln!("resource-usage-agent: the hub credential changed; reconnecting");
-            }
-        }
-    }
+    HubCredential::new(&args.hub_kubeconfig)
+        .serve(publish::FIELD_MANAGER, async |hub| {
+            let hub = publish::Hub::new(hub, &args.cluster_name);
+            publish_with(&hub, nodes, pods, args).await;
+        })
+        .await;
 }
 
 /// Scores and publishes every period once both stores hold a full list; a failure is logged

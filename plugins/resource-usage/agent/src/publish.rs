@@ -40,7 +40,8 @@ pub const VERSION: &str = "v1alpha1";
 pub const KIND: &str = "AddOnPlacementScore";
 /// Its resource (plural) name.
 pub const PLURAL: &str = "addonplacementscores";
-/// The field manager of every write.
+/// The field manager of every write; the holder of the agent's Lease and the prefix of its log
+/// lines.
 pub const FIELD_MANAGER: &str = "resource-usage-agent";
 
 /// `status` of an AddOnPlacementScore, the part this agent reads and writes (conditions are
