@@ -28,33 +28,16 @@ use flotilla_testing::{
     pki::CertificateAuthority,
     tunnel::{ADDON, TunnelAgent, TunnelServer},
 };
+use flotilla_tests::hub_objects::apply;
 use http_body_util::BodyExt as _;
 use k8s_openapi::api::{authentication::v1::TokenRequest, core::v1::ServiceAccount};
-use kube::{
-    Api, Client,
-    api::{DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
-};
+use kube::{Api, Client, api::PostParams};
 use serde_json::json;
 
 const SA_NAMESPACE: &str = "bench-gateway";
 const TOKEN_SECRET: &str = "cluster-gateway";
 const CONCURRENCY: usize = 8;
 const LIST_NAMESPACE: &str = "bench-list";
-
-async fn apply(client: &Client, object: serde_json::Value) -> anyhow::Result<()> {
-    let api_version = object["apiVersion"].as_str().context("apiVersion")?;
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let gvk = GroupVersionKind::gvk(group, version, object["kind"].as_str().context("kind")?);
-    let (resource, caps) = kube::discovery::pinned_kind(client, &gvk).await?;
-    let name = object["metadata"]["name"].as_str().context("name")?.to_owned();
-    let api: Api<DynamicObject> = match (caps.scope, object["metadata"]["namespace"].as_str()) {
-        (kube::discovery::Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
-        _ => Api::all_with(client.clone(), &resource),
-    };
-    api.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(object))
-        .await?;
-    Ok(())
-}
 
 /// The managed side: a service account whose token the gateway uses, allowed to read what
 /// is listed, and 1 MiB of ConfigMaps to list.
