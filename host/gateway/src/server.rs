@@ -331,10 +331,14 @@ fn token(state: &State, cluster: &str) -> Option<String> {
         .sources
         .secrets
         .get(&ObjectRef::new(&state.settings.token_secret).within(cluster))?;
-    let token = secret.data.as_ref()?.get("token")?;
-    let token = std::str::from_utf8(&token.0).ok()?.trim().to_owned();
-    // A header value must be visible ASCII; anything else is no token.
-    (!token.is_empty() && token.bytes().all(|b| b.is_ascii_graphic())).then_some(token)
+    usable_token(&secret.data.as_ref()?.get("token")?.0)
+}
+
+/// The token in a Secret an add-on agent wrote, if it can be a bearer token: visible ASCII
+/// only, so it can never add a header line or split the request.
+fn usable_token(bytes: &[u8]) -> Option<String> {
+    let token = std::str::from_utf8(bytes).ok()?.trim();
+    (!token.is_empty() && token.bytes().all(|b| b.is_ascii_graphic())).then(|| token.to_owned())
 }
 
 /// The ClusterGateway of a ManagedCluster: reached through the tunnel, with the managed
@@ -565,6 +569,23 @@ mod tests {
         assert!(!is_front_proxy(Some(&[]), &allowed));
         // With no names configured, the apiserver accepts any certificate its CA signed.
         assert!(is_front_proxy(Some(&[certificate(&["anyone"])]), &[]));
+    }
+
+    #[test]
+    fn a_token_that_could_smuggle_a_header_is_no_token() {
+        assert_eq!(
+            usable_token(b"eyJhbGciOi.x.y\n").as_deref(),
+            Some("eyJhbGciOi.x.y")
+        );
+        for hostile in [
+            &b"a\r\nImpersonate-User: admin"[..],
+            b"a b",
+            b"",
+            b"  ",
+            b"\xff\xfe",
+        ] {
+            assert_eq!(usable_token(hostile), None, "{hostile:?}");
+        }
     }
 
     #[test]

@@ -8,6 +8,9 @@
 
 use std::{path::Path, time::Duration};
 
+use http_body_util::{BodyExt as _, Empty, Limited};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
 use tokio::{
     io::{AsyncReadExt as _, AsyncWriteExt as _},
     net::UnixStream,
@@ -15,6 +18,8 @@ use tokio::{
 
 /// The longest answer head accepted from the tunnel server.
 const MAX_HEAD: usize = 8 * 1024;
+/// The longest list of connected clusters read (some 50 000 names).
+const MAX_LIST: usize = 4 << 20;
 
 /// Why no tunnel was opened.
 #[derive(Debug, thiserror::Error)]
@@ -117,36 +122,39 @@ async fn open(socket: &Path, cluster: &str) -> Result<UnixStream, TunnelError> {
     }
 }
 
-/// The clusters whose agents are connected to the tunnel server at `socket`.
+/// The clusters whose agents are connected to the tunnel server at `socket`. Read with
+/// hyper's client: the server may answer a long list in chunks.
 pub async fn connected(socket: &Path, deadline: Duration) -> Result<Vec<String>, TunnelError> {
     let dial = |message: String| TunnelError::Dial {
         cluster: String::new(),
         message,
     };
     let exchange = async {
-        let mut stream = UnixStream::connect(socket)
+        let stream = UnixStream::connect(socket)
             .await
             .map_err(|e| dial(format!("reach the tunnel server at {}: {e}", socket.display())))?;
-        stream
-            .write_all(b"GET /clusters HTTP/1.1\r\nHost: tunnel\r\nConnection: close\r\n\r\n")
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| dial(format!("send GET /clusters: {e}")))?;
-        let mut answer = Vec::new();
-        (&mut stream)
-            .take(1 << 20)
-            .read_to_end(&mut answer)
+            .map_err(|e| dial(format!("HTTP with the tunnel server: {e}")))?;
+        tokio::spawn(connection);
+        let request = http::Request::get("/clusters")
+            .header(http::header::HOST, "tunnel")
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| dial(format!("GET /clusters: {e}")))?;
+        let response = sender
+            .send_request(request)
             .await
-            .map_err(|e| dial(format!("read the cluster list: {e}")))?;
-        let text = String::from_utf8_lossy(&answer);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, body)| body)
-            .unwrap_or_default();
+            .map_err(|e| dial(format!("GET /clusters: {e}")))?;
+        let body = Limited::new(response.into_body(), MAX_LIST)
+            .collect()
+            .await
+            .map_err(|e| dial(format!("read the cluster list: {e}")))?
+            .to_bytes();
         #[derive(serde::Deserialize)]
         struct List {
             clusters: Vec<String>,
         }
-        serde_json::from_str::<List>(body)
+        serde_json::from_slice::<List>(&body)
             .map(|list| list.clusters)
             .map_err(|e| dial(format!("parse the cluster list: {e}")))
     };
