@@ -232,7 +232,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let exe = dir.path().join("sleeper");
         fs::copy("/bin/sleep", &exe).unwrap();
-        let mut child = std::process::Command::new(&exe).arg("600").spawn().unwrap();
+        // A test thread forking meanwhile can hold the copy's write descriptor
+        // until its exec, so the first exec of a fresh copy may see ETXTBSY.
+        let mut child = loop {
+            match std::process::Command::new(&exe).arg("600").spawn() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                spawned => break spawned.unwrap(),
+            }
+        };
         fs::remove_file(&exe).unwrap();
         let running = runs(child.id(), &exe);
         child.kill().unwrap();
