@@ -1,6 +1,6 @@
 //! Container images built here and pushed to the local registry, for nodes that have no other
 //! registry to pull from: the sandbox (pause) image every pod needs, the Flotilla image the
-//! hub and klusterlet pods run, the helloworld agent, and test workloads.
+//! hub and klusterlet pods run, the add-ons' agents ([`AGENT_IMAGES`]), and test workloads.
 //!
 //! ```text
 //!   files (path, bytes, mode) ──tar──gzip──▶ one layer ─┐
@@ -251,11 +251,71 @@ pub fn pause_binary() -> Result<PathBuf> {
 /// The registry host nodes resolve to the local registry (`certs.d/flotilla.local`), so that
 /// manifests can name images built here independently of the registry's port.
 pub const LOCAL_IMAGE_HOST: &str = "flotilla.local";
+/// The pause image's repository and tag (every node's sandbox image, and a do-nothing workload).
+pub const PAUSE: (&str, &str) = ("flotilla/pause", "3.10");
 /// The helloworld agent's repository and tag; the helloworld plugin names
 /// `flotilla.local/addons/helloworld-agent:0.1.0`.
 pub const HELLOWORLD_AGENT: (&str, &str) = ("addons/helloworld-agent", "0.1.0");
-/// The pause image's repository and tag (every node's sandbox image, and a do-nothing workload).
-pub const PAUSE: (&str, &str) = ("flotilla/pause", "3.10");
+/// The resource-usage-collect agent's repository and tag (plugins/resource-usage).
+pub const RESOURCE_USAGE_AGENT: (&str, &str) = ("addons/resource-usage-agent", "0.1.0");
+/// The managed-serviceaccount agent's repository and tag (plugins/managed-serviceaccount).
+pub const MANAGED_SERVICEACCOUNT_AGENT: (&str, &str) = ("addons/managed-serviceaccount-agent", "0.1.0");
+/// The cluster-proxy agent's repository and tag (plugins/cluster-proxy): the reverse tunnel.
+pub const CLUSTER_PROXY_AGENT: (&str, &str) = ("addons/cluster-proxy-agent", "0.1.0");
+
+/// What an agent image's program is built from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentProgram {
+    /// A package of the root workspace, built by [`crate::plugins::agent`].
+    Package(&'static str),
+    /// The static reverse-tunnel binary of [`crate::tunnel::tunnel_binary`].
+    Tunnel,
+}
+
+impl AgentProgram {
+    /// The program, built if needed (blocking: it may run cargo or go).
+    pub fn build(self) -> Result<PathBuf> {
+        match self {
+            Self::Package(package) => crate::plugins::agent(package),
+            Self::Tunnel => crate::tunnel::tunnel_binary(),
+        }
+    }
+}
+
+/// An add-on agent image that a plugin of `plugins/` names as `flotilla.local/<image>`.
+#[derive(Clone, Copy, Debug)]
+pub struct AgentImage {
+    /// Repository and tag.
+    pub image: (&'static str, &'static str),
+    /// Where the program is in the image, the plugin's command (and the image's entrypoint).
+    pub path: &'static str,
+    /// What the program is built from.
+    pub program: AgentProgram,
+}
+
+/// Every agent image the plugins name: one table, so that adding an add-on is one entry.
+pub const AGENT_IMAGES: [AgentImage; 4] = [
+    AgentImage {
+        image: HELLOWORLD_AGENT,
+        path: "/helloworld-agent",
+        program: AgentProgram::Package(crate::plugins::HELLOWORLD_AGENT),
+    },
+    AgentImage {
+        image: RESOURCE_USAGE_AGENT,
+        path: "/resource-usage-agent",
+        program: AgentProgram::Package("resource-usage-agent"),
+    },
+    AgentImage {
+        image: MANAGED_SERVICEACCOUNT_AGENT,
+        path: "/managed-serviceaccount-agent",
+        program: AgentProgram::Package("managed-serviceaccount-agent"),
+    },
+    AgentImage {
+        image: CLUSTER_PROXY_AGENT,
+        path: "/flotilla-tunnel",
+        program: AgentProgram::Tunnel,
+    },
+];
 
 /// The name nodes pull an image pushed here by: `flotilla.local/<repository>:<tag>`.
 pub fn local_name((repository, tag): (&str, &str)) -> String {
@@ -285,30 +345,60 @@ pub async fn push_flotilla_trusting(registry: &Registry, binary: &Path, ca_pem: 
     .await
 }
 
-/// Pushes the helloworld add-on's agent image ([`HELLOWORLD_AGENT`]), building the agent first
-/// if needed. Returns the reference by digest.
-pub async fn push_helloworld_agent(registry: &Registry) -> Result<String> {
-    let binary = tokio::task::spawn_blocking(crate::plugins::helloworld_agent)
+/// Pushes agent image `image` (an entry of [`AGENT_IMAGES`]), building its program first if
+/// needed. Returns the reference by digest.
+pub async fn push_agent(registry: &Registry, image: (&str, &str)) -> Result<String> {
+    let agent = agent_image(image)?;
+    let binary = tokio::task::spawn_blocking(move || agent.program.build())
         .await
         .map_err(|e| Error::Binary(format!("build task: {e}")))??;
-    push_helloworld_agent_binary(registry, &binary).await
+    push_agent_binary(registry, image, &binary).await
+}
+
+/// Pushes agent image `image` (an entry of [`AGENT_IMAGES`]) of the program `binary`.
+pub async fn push_agent_binary(registry: &Registry, image: (&str, &str), binary: &Path) -> Result<String> {
+    let agent = agent_image(image)?;
+    push_program(registry, agent.image, binary, agent.path, Vec::new(), "").await
+}
+
+/// The entry of [`AGENT_IMAGES`] for `image`.
+fn agent_image(image: (&str, &str)) -> Result<&'static AgentImage> {
+    AGENT_IMAGES
+        .iter()
+        .find(|agent| agent.image == image)
+        .ok_or_else(|| Error::Image(format!("{}:{} is no agent image", image.0, image.1)))
+}
+
+/// Pushes the helloworld agent image ([`HELLOWORLD_AGENT`]), building the agent if needed.
+pub async fn push_helloworld_agent(registry: &Registry) -> Result<String> {
+    push_agent(registry, HELLOWORLD_AGENT).await
 }
 
 /// Pushes the helloworld agent image ([`HELLOWORLD_AGENT`]) of the agent program `binary`.
 pub async fn push_helloworld_agent_binary(registry: &Registry, binary: &Path) -> Result<String> {
-    push_program(
-        registry,
-        HELLOWORLD_AGENT,
-        binary,
-        "/helloworld-agent",
-        Vec::new(),
-        "",
-    )
-    .await
+    push_agent_binary(registry, HELLOWORLD_AGENT, binary).await
 }
 
-/// Pushes an image of one dynamically linked program: `binary` at `path` (debug sections
-/// stripped, cached by contents), the libraries it links and the host's CA bundle followed by
+/// Pushes the resource-usage-collect agent image ([`RESOURCE_USAGE_AGENT`]), building the agent
+/// if needed.
+pub async fn push_resource_usage_agent(registry: &Registry) -> Result<String> {
+    push_agent(registry, RESOURCE_USAGE_AGENT).await
+}
+
+/// Pushes the managed-serviceaccount agent image ([`MANAGED_SERVICEACCOUNT_AGENT`]), building
+/// the agent if needed.
+pub async fn push_managed_serviceaccount_agent(registry: &Registry) -> Result<String> {
+    push_agent(registry, MANAGED_SERVICEACCOUNT_AGENT).await
+}
+
+/// Pushes the cluster-proxy agent image ([`CLUSTER_PROXY_AGENT`]): the static tunnel binary,
+/// built if needed.
+pub async fn push_cluster_proxy_agent(registry: &Registry) -> Result<String> {
+    push_agent(registry, CLUSTER_PROXY_AGENT).await
+}
+
+/// Pushes an image of one program: `binary` at `path` (debug sections stripped, cached by
+/// contents), the libraries it links (none for a static one) and the host's CA bundle followed by
 /// `extra_ca_pem`, run as [`NONROOT`] with `env` (plus `SSL_CERT_FILE`). Returns the reference
 /// by digest.
 async fn push_program(
@@ -447,6 +537,25 @@ mod tests {
                 ("etc/ssl/certs/ca.crt".into(), false)
             ]
         );
+    }
+
+    /// The plugins name these images and run these programs: a renamed image or program on
+    /// either side would leave the agents' pods unable to pull or start.
+    #[test]
+    fn every_agent_image_is_the_one_its_plugin_names_with_the_program_it_runs() {
+        for agent in AGENT_IMAGES {
+            let addon = agent
+                .image
+                .0
+                .trim_start_matches("addons/")
+                .trim_end_matches("-agent");
+            let plugin = crate::plugins::source_dir().join(addon).join("src/lib.rs");
+            let source = std::fs::read_to_string(&plugin).unwrap();
+            let name = format!("\"{}\"", local_name(agent.image));
+            let path = format!("\"{}\"", agent.path);
+            assert!(source.contains(&name), "{} names no {name}", plugin.display());
+            assert!(source.contains(&path), "{} runs no {path}", plugin.display());
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Builds an example plugin of the repository's `plugins/` workspace for `wasm32-wasip2`, as
-//! `flotilla up` needs the helloworld component (and finds or builds the helloworld agent its
-//! pods run, see [`helloworld_agent`]): the same cargo invocation and target directory
+//! `flotilla up` needs the helloworld component (and finds or builds the add-ons' agents their
+//! pods run, see [`agent`]): the same cargo invocation and target directory
 //! (`$CARGO_TARGET_DIR/plugins`, else `<repo>/target/plugins`) as the test plugins' build
 //! script, so a machine that ran the tests has it already, and cargo decides what is fresh.
 
@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 
 /// Overrides the build: a path to a prebuilt helloworld component.
 pub const HELLOWORLD_ENV: &str = "FLOTILLA_HELLOWORLD_WASM";
-/// Overrides the build: a path to a prebuilt helloworld agent program.
+/// Overrides the build: a path to a prebuilt helloworld agent program (see [`agent`]).
 pub const HELLOWORLD_AGENT_ENV: &str = "FLOTILLA_HELLOWORLD_AGENT";
 
 /// Environment of an outer cargo that must not leak into the nested build.
@@ -87,50 +87,77 @@ pub fn build(name: &str) -> Result<PathBuf> {
     }
 }
 
-/// The helloworld add-on's agent program (`plugins/helloworld/agent`, a member of the root
-/// workspace).
+/// The helloworld add-on's agent program (`plugins/helloworld/agent`); see [`agent`].
+pub fn helloworld_agent() -> Result<PathBuf> {
+    agent(HELLOWORLD_AGENT)
+}
+
+/// The helloworld agent's package and program name.
+pub const HELLOWORLD_AGENT: &str = "helloworld-agent";
+
+/// The agent program of package `package` (`<addon>-agent`, in `plugins/<addon>/agent`, a
+/// member of the root workspace), or the prebuilt one `FLOTILLA_<PACKAGE>` names (e.g.
+/// [`HELLOWORLD_AGENT_ENV`]).
 ///
 /// `cargo test --workspace` builds it beside the test executables (`<target>/<profile>/`), with
 /// the dependencies the tests already compiled: that build is used while it is newer than the
-/// agent's sources and the lockfile. Otherwise (a test run of one package, or `flotilla up`,
-/// whose `cargo run` builds only `flotilla`) it is built (release) into `$CARGO_TARGET_DIR/agents`:
-/// a directory of its own, because a nested build in the outer one would wait on its lock and
-/// resolve features for one package, recompiling shared dependencies over the outer build's.
-pub fn helloworld_agent() -> Result<PathBuf> {
-    if let Some(prebuilt) = crate::binary::prebuilt(HELLOWORLD_AGENT_ENV) {
+/// agent's sources, the agents' shared library (`sdk/agent`) and the lockfile. Otherwise (a test
+/// run of one package, or `flotilla up`, whose `cargo run` builds only `flotilla`) it is built
+/// (release) into `$CARGO_TARGET_DIR/agents`: a directory of its own, because a nested build in
+/// the outer one would wait on its lock and resolve features for one package, recompiling shared
+/// dependencies over the outer build's.
+pub fn agent(package: &str) -> Result<PathBuf> {
+    if let Some(prebuilt) = crate::binary::prebuilt(&agent_env(package)) {
         return prebuilt;
     }
-    let source = source_dir().join("helloworld/agent");
+    let addon = package.strip_suffix("-agent").unwrap_or(package);
+    let source = source_dir().join(addon).join("agent");
+    if !source.join("Cargo.toml").is_file() {
+        return Err(Error::Binary(format!(
+            "agent package {package} is not at {}",
+            source.display()
+        )));
+    }
+    let shared = source_dir().join("../sdk/agent");
     let lockfile = source_dir().join("../Cargo.lock");
-    if let Some(built) = built_beside_this_program(AGENT_PROGRAM)
+    if let Some(built) = built_beside_this_program(package)
         && is_newer_than(
             &built,
-            &[&source.join("Cargo.toml"), &source.join("src"), &lockfile],
+            &[
+                &source.join("Cargo.toml"),
+                &source.join("src"),
+                &shared.join("Cargo.toml"),
+                &shared.join("src"),
+                &lockfile,
+            ],
         )
     {
         return Ok(built);
     }
     let target = target_dir().with_file_name("agents");
     cargo_build(
-        "the helloworld agent",
+        &format!("agent {package}"),
         &source_dir().join("../Cargo.toml"),
         &target,
-        &["-p", AGENT_PROGRAM],
+        &["-p", package],
         "is Rust installed?",
     )?;
-    let binary = target.join("release").join(AGENT_PROGRAM);
+    let binary = target.join("release").join(package);
     if binary.is_file() {
         Ok(binary)
     } else {
         Err(Error::Binary(format!(
-            "cargo built the helloworld agent but {} is missing",
+            "cargo built agent {package} but {} is missing",
             binary.display()
         )))
     }
 }
 
-/// The helloworld agent's package and program name.
-const AGENT_PROGRAM: &str = "helloworld-agent";
+/// The variable naming a prebuilt program of agent package `package`: `FLOTILLA_` and the
+/// package name in upper snake case.
+fn agent_env(package: &str) -> String {
+    format!("FLOTILLA_{}", package.to_uppercase().replace('-', "_"))
+}
 
 /// Program `name` in the cargo output directory of the running program (a test executable
 /// lives in its `deps/`), if it is there.
@@ -203,4 +230,15 @@ fn cargo_build(what: &str, manifest: &Path, target: &Path, extra: &[&str], hint:
         manifest.display(),
         tail.join("\n")
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_agents_prebuilt_variable_is_its_package_name_in_upper_snake_case() {
+        assert_eq!(agent_env(HELLOWORLD_AGENT), HELLOWORLD_AGENT_ENV);
+        assert_eq!(agent_env("resource-usage-agent"), "FLOTILLA_RESOURCE_USAGE_AGENT");
+    }
 }

@@ -4,5 +4,6 @@
 //!
 //! Run one file's tests with `cargo test -p flotilla-testing --test integration <module>::`.
 
+mod agent_images;
 mod faults;
 mod node;
