@@ -145,6 +145,10 @@ pub async fn connected(socket: &Path, deadline: Duration) -> Result<Vec<String>,
             .send_request(request)
             .await
             .map_err(|e| dial(format!("GET /clusters: {e}")))?;
+        // An error's body is no list, whatever it holds.
+        if response.status() != http::StatusCode::OK {
+            return Err(dial(format!("GET /clusters: {}", response.status())));
+        }
         let body = Limited::new(response.into_body(), MAX_LIST)
             .collect()
             .await

@@ -158,6 +158,13 @@ impl Upstreams {
         target: &Target,
         mut request: Request<Body>,
     ) -> Result<Response<Incoming>, UpstreamError> {
+        // The connector takes the cluster from the key up to its first dot: `c1.x` would
+        // otherwise open cluster c1's tunnel.
+        if !tunnel::is_cluster_name(cluster) {
+            return Err(UpstreamError::Failed(
+                TunnelError::InvalidCluster(cluster.to_owned()).to_string(),
+            ));
+        }
         // The pool's key: the cluster and what its connections were made for, so a changed
         // URL or CA bundle never reuses a connection made for the old one.
         let key = format!("{cluster}.{:016x}", target.fingerprint);

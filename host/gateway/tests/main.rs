@@ -8,4 +8,5 @@
 )]
 
 mod aggregated;
+mod hostile;
 mod tunnel;
