@@ -60,7 +60,7 @@ pub enum Command {
     /// Show what `flotilla up` runs and how healthy it is; non-zero exit if anything is down.
     Status,
     /// Run the hub's controllers (registration, …) against the hub cluster.
-    Hub(run::HubArgs),
+    Hub(Box<run::HubArgs>),
     /// Run the managed-cluster agent (registration, …) against a managed cluster.
     Klusterlet(run::KlusterletArgs),
     /// Prepare a hub: CRDs, RBAC, a bootstrap identity, admission, default cluster sets; print

@@ -92,9 +92,64 @@ pub struct HubArgs {
     #[arg(long, conflicts_with = "webhook_host", value_parser = parse_service)]
     pub webhook_service: Option<(String, String)>,
     #[command(flatten)]
+    pub gateway: GatewayArgs,
+    #[command(flatten)]
     pub ops: OpsArgs,
     #[command(flatten)]
     pub leader: LeaderArgs,
+}
+
+/// The cluster gateway: OCM's ClusterGateway API (`cluster.core.oam.dev/v1alpha1`), an
+/// aggregated API through which hub users reach managed clusters' apiservers over the
+/// cluster-proxy add-on's tunnels, with the managed-serviceaccount add-on's tokens.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// Serve the cluster gateway, reaching clusters through the cluster-proxy tunnel server's
+    /// hub-side socket here.
+    #[arg(long)]
+    pub cluster_gateway_tunnel_socket: Option<PathBuf>,
+    /// Where the cluster gateway listens (default: port 9444 of every address; with
+    /// `--cluster-gateway-address`, a free port of that address).
+    #[arg(long, requires = "cluster_gateway_tunnel_socket")]
+    pub cluster_gateway_bind: Option<std::net::SocketAddr>,
+    /// The Service (`NAMESPACE/NAME`, port 443) the gateway's APIService names; its DNS name
+    /// goes into the serving certificate.
+    #[arg(long, default_value = DEFAULT_GATEWAY_SERVICE, value_parser = parse_service)]
+    pub cluster_gateway_service: (String, String),
+    /// For a hub outside the hub cluster: the address the apiserver reaches the gateway at (not
+    /// loopback, which the apiserver refuses as an endpoint); the hub writes the Service's
+    /// Endpoints. Without it, the Service selects the hub's pods (deploy/hub).
+    #[arg(long, requires = "cluster_gateway_tunnel_socket")]
+    pub cluster_gateway_address: Option<std::net::IpAddr>,
+    /// The Secret in each cluster namespace holding the managed service account token the
+    /// gateway sends (OCM names the ManagedServiceAccount, and so its Secret, `cluster-gateway`).
+    #[arg(long, default_value = "cluster-gateway")]
+    pub cluster_gateway_token_secret: String,
+}
+
+/// deploy/hub's Service in front of the replicas' cluster gateways.
+const DEFAULT_GATEWAY_SERVICE: &str = "open-cluster-management-hub/flotilla-hub-cluster-gateway";
+/// The port the gateway listens on in deploy/hub's pods.
+const DEFAULT_GATEWAY_PORT: u16 = 9444;
+
+impl GatewayArgs {
+    /// The gateway's settings, when it is to be served.
+    fn settings(&self) -> Option<runtime::hub::GatewaySettings> {
+        let tunnel_socket = self.cluster_gateway_tunnel_socket.clone()?;
+        let bind = self
+            .cluster_gateway_bind
+            .unwrap_or_else(|| match self.cluster_gateway_address {
+                Some(ip) => (ip, 0).into(),
+                None => (std::net::Ipv4Addr::UNSPECIFIED, DEFAULT_GATEWAY_PORT).into(),
+            });
+        Some(runtime::hub::GatewaySettings {
+            tunnel_socket,
+            bind,
+            service: self.cluster_gateway_service.clone(),
+            address: self.cluster_gateway_address,
+            token_secret: self.cluster_gateway_token_secret.clone(),
+        })
+    }
 }
 
 /// Where `/metrics`, `/healthz` and `/readyz` are served.
@@ -274,6 +329,7 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
         webhook_service: args.webhook_service.clone(),
         ops_bind: args.ops.ops_bind,
         election: args.leader.election(runtime::hub::HUB_LEASE),
+        gateway: args.gateway.settings(),
     };
     runtime::hub::run(client, settings, shutdown).await
 }

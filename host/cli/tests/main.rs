@@ -21,6 +21,7 @@ mod everyday_cli;
 mod faults_certificate;
 mod faults_outage;
 mod faults_restart;
+mod gateway_e2e;
 mod hosted_e2e;
 mod hub_lifecycle_cli;
 mod hub_ops;

@@ -8,30 +8,34 @@
 //! - [`upstream`]: TLS (the cluster's CA) and HTTP over that connection.
 //! - [`route`]: which part of the API a path names (pure).
 //! - [`server`]: the HTTPS server the aggregation layer calls.
+//! - [`tokens`]: each cluster's managed service account token, read when needed.
+//! - [`registration`]: the APIService, and who the aggregation layer is.
 
 pub mod registration;
 pub mod route;
 pub mod server;
+pub mod tokens;
 pub mod tunnel;
 pub mod upstream;
 
 pub use server::{FrontProxy, Gateway, Settings, Sources, serve};
+pub use tokens::Tokens;
 
-use flotilla_api::{
-    authentication::consts::{IS_MANAGED_SERVICE_ACCOUNT_LABEL, IS_MANAGED_SERVICE_ACCOUNT_VALUE},
-    cluster::v1::ManagedCluster,
-};
+use flotilla_api::cluster::v1::ManagedCluster;
 use flotilla_core::registration::hub::cached::for_hub;
 use flotilla_kube::feed::Feeds;
-use k8s_openapi::api::core::v1::Secret;
 
-/// What the gateway reads, from the process's feeds: the ManagedClusters (the hub's one
-/// cache of them) and the Secrets the managed-serviceaccount agents write, by their label.
-pub fn sources(feeds: &mut Feeds) -> Sources {
-    let tokens = format!("{IS_MANAGED_SERVICE_ACCOUNT_LABEL}={IS_MANAGED_SERVICE_ACCOUNT_VALUE}");
+/// Secret (in the hub namespace) holding the gateway's CA and serving certificate, shared by
+/// the hub's replicas.
+pub const CERTIFICATE_SECRET: &str = "flotilla-hub-cluster-gateway-serving";
+
+/// What the gateway reads: the ManagedClusters, from the process's feeds (the hub's one cache
+/// of them), and each cluster's token Secret `token_secret` (OCM's cluster-gateway names its
+/// ManagedServiceAccount `cluster-gateway`), read with `client` one at a time.
+pub fn sources(feeds: &mut Feeds, client: kube::Client, token_secret: &str) -> Sources {
     Sources {
         clusters: feeds.feed::<ManagedCluster>(None, Some(for_hub)).store(),
-        secrets: feeds.feed::<Secret>(Some(&tokens), None).store(),
+        tokens: Tokens::new(client, token_secret),
     }
 }
 

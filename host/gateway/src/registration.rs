@@ -2,7 +2,7 @@
 //! `v1alpha1.cluster.core.oam.dev` and the Service it names, and reading which front proxy the
 //! apiserver calls aggregated servers with.
 
-use std::{collections::BTreeMap, net::IpAddr};
+use std::net::IpAddr;
 
 use base64::{Engine as _, engine::general_purpose::STANDARD};
 use flotilla_api::gateway::{
@@ -63,20 +63,17 @@ pub async fn front_proxy(client: &kube::Client) -> Result<FrontProxy, Registrati
     })
 }
 
-/// Where the apiserver reaches the gateway.
+/// Where the apiserver reaches the gateway: Service `namespace/service`, port 443.
 #[derive(Clone, Debug)]
 pub struct Backend {
     /// The Service's namespace (the hub's).
     pub namespace: String,
     /// The Service's name.
     pub service: String,
-    /// Pods behind the Service, by label; `None` for a gateway outside the cluster.
-    pub selector: Option<BTreeMap<String, String>>,
     /// For a gateway outside the cluster: its address (not loopback: the apiserver refuses
-    /// loopback endpoints) and port.
+    /// loopback endpoints) and port, which the Service's Endpoints name. `None`: the Service
+    /// selects the hub's pods and is installed with them (deploy/hub).
     pub address: Option<(IpAddr, u16)>,
-    /// The port the pods serve on, when `selector` is set.
-    pub target_port: u16,
 }
 
 impl Backend {
@@ -86,31 +83,26 @@ impl Backend {
     }
 }
 
-/// Applies the Service (with its Endpoints for a gateway outside the cluster) and the
-/// APIService whose `caBundle` is `ca_pem`.
+/// Applies the APIService whose `caBundle` is `ca_pem` and, for a gateway outside the cluster,
+/// the Service and Endpoints it names.
 pub async fn register(
     client: &kube::Client,
     backend: &Backend,
     ca_pem: &str,
 ) -> Result<(), RegistrationError> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    let (port, target) = match backend.address {
-        Some((_, port)) => (port, port),
-        None => (backend.target_port, backend.target_port),
-    };
-    let service = json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": { "name": backend.service, "namespace": backend.namespace },
-        "spec": {
-            "selector": backend.selector,
-            "ports": [{ "name": "https", "port": SERVICE_PORT, "targetPort": i32::from(target), "protocol": "TCP" }],
-        },
-    });
-    Api::<Service>::namespaced(client.clone(), &backend.namespace)
-        .patch(&backend.service, &params, &Patch::Apply(service))
-        .await
-        .map_err(|e| RegistrationError::Kube("apply the gateway's Service", e))?;
-    if let Some((ip, _)) = backend.address {
+    if let Some((ip, port)) = backend.address {
+        let service = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": { "name": backend.service, "namespace": backend.namespace },
+            "spec": {
+                "ports": [{ "name": "https", "port": SERVICE_PORT, "targetPort": i32::from(port), "protocol": "TCP" }],
+            },
+        });
+        Api::<Service>::namespaced(client.clone(), &backend.namespace)
+            .patch(&backend.service, &params, &Patch::Apply(service))
+            .await
+            .map_err(|e| RegistrationError::Kube("apply the gateway's Service", e))?;
         let endpoints = json!({
             "apiVersion": "v1", "kind": "Endpoints",
             "metadata": { "name": backend.service, "namespace": backend.namespace },

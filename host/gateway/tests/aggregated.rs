@@ -192,14 +192,12 @@ async fn the_hub_reaches_an_unroutable_cluster_through_the_clustergateway_api() 
 
     // The gateway, on an address of the host the hub's apiserver can dial (not loopback).
     let mut feeds = Feeds::new(hub_admin.clone());
-    let sources = flotilla_gateway::sources(&mut feeds);
+    let sources = flotilla_gateway::sources(&mut feeds, hub_admin.clone(), TOKEN_SECRET);
     let feeds = tokio::spawn(feeds.run());
     let backend = Backend {
         namespace: HUB_NAMESPACE.to_owned(),
         service: SERVICE.to_owned(),
-        selector: None,
         address: None,
-        target_port: 0,
     };
     let gateway_ca = CertificateAuthority::new("gateway-ca").unwrap();
     let gateway_cert = gateway_ca
@@ -212,7 +210,6 @@ async fn the_hub_reaches_an_unroutable_cluster_through_the_clustergateway_api() 
             key_pem: gateway_cert.key_pem.clone(),
             front_proxy: registration::front_proxy(&hub_admin).await.unwrap(),
             tunnel_socket: tunnels.socket().to_owned(),
-            token_secret: TOKEN_SECRET.to_owned(),
         },
         sources,
     )

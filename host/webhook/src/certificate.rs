@@ -1,5 +1,6 @@
-//! The CA and serving certificate every hub replica serves, kept in Secret
-//! [`CERTIFICATE_SECRET`] so the registered `caBundle` outlives any one replica.
+//! The CA and serving certificate every hub replica serves, kept in a Secret of the hub
+//! namespace (the webhook's is [`crate::CERTIFICATE_SECRET`]) so the registered `caBundle` outlives
+//! any one replica.
 
 use std::sync::Arc;
 
@@ -7,9 +8,9 @@ use k8s_openapi::{ByteString, api::core::v1::Secret};
 use kube::api::{ObjectMeta, PostParams};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType};
 
-use crate::{CERTIFICATE_SECRET, Error};
+use crate::Error;
 
-/// Keys of [`CERTIFICATE_SECRET`]: the usual TLS Secret keys, the CA, and the host names the
+/// Keys of the certificate's Secret: the usual TLS Secret keys, the CA, and the host names the
 /// certificate was made for (one a line).
 const CA_KEY: &str = "ca.crt";
 const CERT_KEY: &str = "tls.crt";
@@ -74,8 +75,8 @@ impl ServingCertificate {
         })
     }
 
-    /// The Secret holding it.
-    fn to_secret(&self, namespace: &str) -> Secret {
+    /// Secret `namespace/name` holding it.
+    fn to_secret(&self, namespace: &str, name: &str) -> Secret {
         let data = [
             (CA_KEY, self.ca_pem.as_str()),
             (CERT_KEY, self.cert_pem.as_str()),
@@ -87,7 +88,7 @@ impl ServingCertificate {
         .collect();
         Secret {
             metadata: ObjectMeta {
-                name: Some(CERTIFICATE_SECRET.to_owned()),
+                name: Some(name.to_owned()),
                 namespace: Some(namespace.to_owned()),
                 ..Default::default()
             },
@@ -134,24 +135,27 @@ impl ServingCertificate {
     }
 }
 
-/// The serving certificate every hub replica shares: read from [`CERTIFICATE_SECRET`] in
-/// `namespace`, or made for `hosts` and stored there when absent. Two replicas starting at once
-/// both try to create it; the apiserver lets one win, and the other reads the winner's.
+/// The serving certificate every hub replica shares: read from Secret `name` (the webhook's is
+/// [`crate::CERTIFICATE_SECRET`]) in `namespace`, or made for `hosts` and stored there when
+/// absent. Two replicas starting at once both try to create it; the apiserver lets one win,
+/// and the other reads the winner's.
 pub async fn shared_certificate(
     client: &kube::Client,
     namespace: &str,
+    name: &str,
     hosts: &[String],
 ) -> Result<ServingCertificate, Error> {
     let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
     let api_error = |source| Error::Secret {
         namespace: namespace.to_owned(),
+        name: name.to_owned(),
         source,
     };
-    let stored = match secrets.get_opt(CERTIFICATE_SECRET).await.map_err(api_error)? {
+    let stored = match secrets.get_opt(name).await.map_err(api_error)? {
         Some(secret) => secret,
         None => {
             let fresh = ServingCertificate::issue(hosts)?;
-            let secret = fresh.to_secret(namespace);
+            let secret = fresh.to_secret(namespace, name);
             let mut created = secrets.create(&PostParams::default(), &secret).await;
             if matches!(&created, Err(kube::Error::Api(status)) if status.code == 404) {
                 // A hub started before `flotilla init` made its namespace.
@@ -162,7 +166,7 @@ pub async fn shared_certificate(
                 Ok(_) => return Ok(fresh),
                 // Another replica created it first: serve theirs.
                 Err(kube::Error::Api(status)) if status.code == 409 => {
-                    secrets.get(CERTIFICATE_SECRET).await.map_err(api_error)?
+                    secrets.get(name).await.map_err(api_error)?
                 }
                 Err(source) => return Err(api_error(source)),
             }
@@ -170,12 +174,13 @@ pub async fn shared_certificate(
     };
     let stored_problem = |problem: String| Error::StoredCertificate {
         namespace: namespace.to_owned(),
+        name: name.to_owned(),
         problem,
     };
     let certificate = ServingCertificate::from_secret(&stored).map_err(stored_problem)?;
     if let Some(missing) = hosts.iter().find(|h| !certificate.hosts.contains(h)) {
         return Err(stored_problem(format!(
-            "is for {:?}, not {missing:?} (every replica must use the same --webhook-host)",
+            "is for {:?}, not {missing:?} (every replica must be started with the same host names)",
             certificate.hosts
         )));
     }
@@ -208,10 +213,10 @@ mod tests {
     #[test]
     fn a_certificate_survives_its_secret_and_serves() {
         let issued = ServingCertificate::issue(&["127.0.0.1".to_owned(), "hub.example".to_owned()]).unwrap();
-        let read = ServingCertificate::from_secret(&issued.to_secret("hub")).unwrap();
+        let read = ServingCertificate::from_secret(&issued.to_secret("hub", "serving")).unwrap();
         assert_eq!(read, issued);
         assert!(read.server_config().is_ok());
-        let mut broken = issued.to_secret("hub");
+        let mut broken = issued.to_secret("hub", "serving");
         broken.data.as_mut().unwrap().remove(KEY_KEY);
         assert!(
             ServingCertificate::from_secret(&broken)

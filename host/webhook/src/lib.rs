@@ -52,21 +52,25 @@ pub enum Error {
     #[error("make the webhook certificate: {0}")]
     Certificate(String),
     /// Reading or creating the shared certificate's Secret failed.
-    #[error("read or create the webhook certificate Secret {namespace}/{CERTIFICATE_SECRET}: {source}")]
+    #[error("read or create the serving certificate Secret {namespace}/{name}: {source}")]
     Secret {
         /// The hub namespace.
         namespace: String,
+        /// The Secret's name.
+        name: String,
         /// The API error.
         #[source]
         source: kube::Error,
     },
     /// The shared certificate's Secret is unusable.
     #[error(
-        "the webhook certificate Secret {namespace}/{CERTIFICATE_SECRET} {problem}; delete it and restart the hub replicas to make a new one"
+        "the serving certificate Secret {namespace}/{name} {problem}; delete it and restart the hub replicas to make a new one"
     )]
     StoredCertificate {
         /// The hub namespace.
         namespace: String,
+        /// The Secret's name.
+        name: String,
         /// What is wrong with it.
         problem: String,
     },

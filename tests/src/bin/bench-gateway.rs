@@ -194,14 +194,12 @@ async fn main() -> anyhow::Result<()> {
     .await?;
 
     let mut feeds = Feeds::new(hub_admin.clone());
-    let sources = flotilla_gateway::sources(&mut feeds);
+    let sources = flotilla_gateway::sources(&mut feeds, hub_admin.clone(), TOKEN_SECRET);
     let feeds = tokio::spawn(feeds.run());
     let mut backend = Backend {
         namespace: "open-cluster-management-hub".to_owned(),
         service: "flotilla-gateway".to_owned(),
-        selector: None,
         address: None,
-        target_port: 0,
     };
     let gateway_ca = CertificateAuthority::new("gateway-ca")?;
     let cert = gateway_ca.issue_serving("gateway", &[&backend.host()])?;
@@ -212,7 +210,6 @@ async fn main() -> anyhow::Result<()> {
             key_pem: cert.key_pem,
             front_proxy: registration::front_proxy(&hub_admin).await?,
             tunnel_socket: tunnel_server.socket().to_owned(),
-            token_secret: TOKEN_SECRET.to_owned(),
         },
         sources,
     )
