@@ -30,6 +30,7 @@ mod join_dry_run;
 mod least_privilege;
 mod multihub_e2e;
 mod nodes_e2e;
+mod placement_by_score_e2e;
 mod placement_cli;
 mod plugin_cli;
 mod plugin_hub_e2e;

@@ -21,12 +21,17 @@
 //! ```
 //!
 //! and registers one kube-client credential with the default subject; health comes from the
-//! agent's lease. CSR approval uses the SDK default.
+//! agent's lease. CSR approval uses the SDK default. An AddOnDeploymentConfig may set how often
+//! the agent scores (customized variable [`PERIOD_VARIABLE`]: placements see a change of load
+//! no sooner), as well as the usual image mirrors, node placement and resources.
 //!
 //! OCM's agent is granted more on the managed cluster (write access to nodes, pods, configmaps
 //! and events, and leases everywhere); this one only reads what it scores, records no events,
 //! and writes leases in its install namespace only.
 
+use flotilla_addon_sdk::config::{
+    AddOnDeploymentConfigSpec, addon_deployment_config, addon_deployment_config_type,
+};
 use flotilla_addon_sdk::k8s_openapi::api::apps::v1::Deployment;
 use flotilla_addon_sdk::k8s_openapi::api::core::v1::ServiceAccount;
 use flotilla_addon_sdk::manifest::{
@@ -50,8 +55,11 @@ pub const AGENT_NAME: &str = "resource-usage-collect-agent";
 pub const SERVICE_ACCOUNT: &str = "resource-usage-collect-agent-sa";
 /// Name of every Role, ClusterRole and binding, on both sides (OCM's hub ClusterRole name).
 pub const RBAC_NAME: &str = "open-cluster-management:resource-usage-collect:agent";
-/// Seconds between the agent's scorings: OCM's agent resyncs every minute.
+/// Seconds between the agent's scorings unless configured: OCM's agent resyncs every minute.
 pub const PERIOD_SECONDS: u32 = 60;
+/// The AddOnDeploymentConfig customized variable that sets the seconds between scorings (a
+/// whole number, at least 1).
+pub const PERIOD_VARIABLE: &str = "PERIOD_SECONDS";
 /// Where the hub credential secret is mounted in the agent's container.
 pub const HUB_KUBECONFIG_DIR: &str = "/var/run/hub";
 
@@ -63,7 +71,7 @@ impl Addon for ResourceUsage {
         AddonOptions {
             registrations: vec![Registration::KubeClient { subject: None }],
             health: HealthMode::Lease,
-            supported_configs: Vec::new(),
+            supported_configs: vec![addon_deployment_config_type()],
             default_install_namespace: None,
         }
     }
@@ -71,8 +79,9 @@ impl Addon for ResourceUsage {
     fn manifests(
         cluster: &Cluster,
         addon: &AddOn,
-        _configs: &[ResolvedConfig],
+        configs: &[ResolvedConfig],
     ) -> Result<Vec<Manifest>, AddonError> {
+        let adc = addon_deployment_config(configs)?.unwrap_or_default();
         let ns = addon.install_namespace.as_str();
         log::info(&format!(
             "rendering {} for cluster {} into {ns}",
@@ -101,7 +110,7 @@ impl Addon for ResourceUsage {
             )],
             service_account(SERVICE_ACCOUNT, ns),
         )?);
-        manifests.push(to_manifest(&deployment(cluster, addon))?);
+        manifests.push(to_manifest(&deployment(cluster, addon, &adc)?)?);
         Ok(manifests)
     }
 
@@ -138,26 +147,39 @@ impl Addon for ResourceUsage {
 
 flotilla_addon_sdk::export_addon!(ResourceUsage);
 
-fn deployment(cluster: &Cluster, addon: &AddOn) -> Deployment {
+/// The seconds between scorings `adc` sets, else [`PERIOD_SECONDS`].
+fn period(adc: &AddOnDeploymentConfigSpec) -> Result<u32, AddonError> {
+    let Some(value) = adc.variable(PERIOD_VARIABLE) else {
+        return Ok(PERIOD_SECONDS);
+    };
+    value.parse().ok().filter(|seconds| *seconds > 0).ok_or_else(|| {
+        AddonError::InvalidConfig(format!(
+            "{PERIOD_VARIABLE} is {value:?}, not a whole number of seconds above 0"
+        ))
+    })
+}
+
+fn deployment(
+    cluster: &Cluster,
+    addon: &AddOn,
+    adc: &AddOnDeploymentConfigSpec,
+) -> Result<Deployment, AddonError> {
     let ns = addon.install_namespace.as_str();
     let pod_labels = labels([("app", AGENT_NAME)]);
-    let container = agent_container(
+    let mut container = agent_container(
         AGENT_NAME,
-        AGENT_IMAGE,
+        adc.image(AGENT_IMAGE),
         AGENT_PROGRAM,
         vec![
             format!("--hub-kubeconfig={HUB_KUBECONFIG_DIR}/kubeconfig"),
             format!("--cluster-name={}", cluster.name),
             format!("--addon-namespace={ns}"),
             format!("--addon-name={}", addon.name),
-            format!("--period={PERIOD_SECONDS}"),
+            format!("--period={}", period(adc)?),
         ],
     );
-    agent_deployment(
-        AGENT_NAME,
-        ns,
-        pod_labels,
-        1,
-        agent_pod(SERVICE_ACCOUNT, container, &addon.name, HUB_KUBECONFIG_DIR),
-    )
+    container.resources = adc.resources_for("deployments", AGENT_NAME, AGENT_NAME).cloned();
+    let mut pod = agent_pod(SERVICE_ACCOUNT, container, &addon.name, HUB_KUBECONFIG_DIR);
+    adc.apply_node_placement(&mut pod);
+    Ok(agent_deployment(AGENT_NAME, ns, pod_labels, 1, pod))
 }

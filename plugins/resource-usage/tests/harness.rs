@@ -2,9 +2,14 @@
 //! `cargo test` on the host target, no wasm runtime. The agent it deploys is tested against real
 //! control planes, with the RBAC rendered here, in `agent/tests/scores_on_a_real_hub.rs`.
 
-use flotilla_addon_sdk::testing::{Harness, csr_for};
-use flotilla_addon_sdk::{AddOn, Cluster, CsrDecision, HealthMode, HealthStatus, Registration, log};
-use resource_usage::{ADDON_NAME, AGENT_IMAGE, AGENT_NAME, RBAC_NAME, ResourceUsage, SERVICE_ACCOUNT};
+use flotilla_addon_sdk::config::addon_deployment_config_type;
+use flotilla_addon_sdk::testing::{Harness, addon_deployment_config, csr_for};
+use flotilla_addon_sdk::{
+    AddOn, AddonError, Cluster, CsrDecision, HealthMode, HealthStatus, Registration, log,
+};
+use resource_usage::{
+    ADDON_NAME, AGENT_IMAGE, AGENT_NAME, PERIOD_VARIABLE, RBAC_NAME, ResourceUsage, SERVICE_ACCOUNT,
+};
 use serde_json::Value;
 
 const INSTALL_NAMESPACE: &str = "open-cluster-management-agent-addon";
@@ -58,7 +63,7 @@ fn describe_registers_a_kube_client_and_uses_lease_health() {
         vec![Registration::KubeClient { subject: None }]
     );
     assert_eq!(options.health, HealthMode::Lease);
-    assert!(options.supported_configs.is_empty());
+    assert_eq!(options.supported_configs, vec![addon_deployment_config_type()]);
 }
 
 #[test]
@@ -121,6 +126,49 @@ fn the_deployment_runs_the_agent_image_with_the_clusters_arguments_and_hub_crede
         deployment["spec"]["selector"]["matchLabels"],
         deployment["spec"]["template"]["metadata"]["labels"]
     );
+}
+
+#[test]
+fn an_addon_deployment_config_sets_the_period_image_mirror_placement_and_resources() {
+    let (cluster, addon) = inputs();
+    let config = addon_deployment_config(serde_json::json!({
+        "customizedVariables": [{"name": PERIOD_VARIABLE, "value": "5"}],
+        "registries": [{"source": "flotilla.local/addons", "mirror": "mirror.example/ocm"}],
+        "nodePlacement": {"nodeSelector": {"pool": "agents"}},
+        "resourceRequirements": [{
+            "containerID": "deployments:resource-usage-collect-agent:*",
+            "resources": {"requests": {"cpu": "5m"}},
+        }],
+    }));
+    let rendered = Harness::<ResourceUsage>::new()
+        .manifests(&cluster, &addon, &[config])
+        .unwrap();
+    let pod = &rendered.find("Deployment", AGENT_NAME).unwrap()["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args = container["args"].as_array().unwrap();
+    assert_eq!(args.last().unwrap(), "--period=5");
+    assert_eq!(
+        container["image"],
+        "mirror.example/ocm/resource-usage-agent:0.1.0"
+    );
+    assert_eq!(container["resources"]["requests"]["cpu"], "5m");
+    assert_eq!(pod["nodeSelector"]["pool"], "agents");
+}
+
+#[test]
+fn a_period_that_is_no_positive_whole_number_is_an_invalid_config() {
+    let (cluster, addon) = inputs();
+    for value in ["0", "-5", "1.5", "soon"] {
+        let config = addon_deployment_config(serde_json::json!({
+            "customizedVariables": [{"name": PERIOD_VARIABLE, "value": value}],
+        }));
+        let rendered = Harness::<ResourceUsage>::new().manifests(&cluster, &addon, &[config]);
+        assert!(
+            matches!(&rendered, Err(AddonError::InvalidConfig(m)) if m.contains(PERIOD_VARIABLE)),
+            "{value}: {:?}",
+            rendered.map(|r| r.kinds().len())
+        );
+    }
 }
 
 #[test]
