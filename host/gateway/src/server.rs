@@ -399,7 +399,7 @@ async fn forward(state: &State, name: &str, path: &str, request: Request<Incomin
         client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()),
     ) {
         Ok(target) => target,
-        Err(e) => return unavailable(format!("cluster {name}: {e}")),
+        Err(e) => return upstream_failure(name, &e).response(),
     };
     let token = match state.sources.tokens.get(name).await {
         Ok(Some(token)) => token,
@@ -422,22 +422,71 @@ async fn forward(state: &State, name: &str, path: &str, request: Request<Incomin
 
     match state.upstreams.send(name, &target, upstream_request).await {
         Ok(response) => {
-            let (mut parts, body) = response.into_parts();
-            strip_hop_by_hop(&mut parts.headers);
-            Response::from_parts(parts, body.boxed())
+            let (parts, body) = response.into_parts();
+            match answer_head(name, parts) {
+                Ok(parts) => Response::from_parts(parts, body.boxed()),
+                Err(failure) => failure.response(),
+            }
         }
-        Err(UpstreamError::NotConnected(message)) => unavailable(message),
-        Err(e @ UpstreamError::Timeout(_)) => status(
-            StatusCode::GATEWAY_TIMEOUT,
-            "Timeout",
-            &format!("cluster {name}: {e}"),
-        ),
-        Err(e) => status(
-            StatusCode::BAD_GATEWAY,
-            "ServiceUnavailable",
-            &format!("cluster {name}: {e}"),
-        ),
+        Err(e) => upstream_failure(name, &e).response(),
     }
+}
+
+/// A proxied request that got no usable answer, as its caller is told.
+#[derive(Debug, PartialEq, Eq)]
+struct Failure {
+    code: StatusCode,
+    /// The `Status` reason.
+    reason: &'static str,
+    message: String,
+}
+
+impl Failure {
+    fn response(&self) -> Response<Body> {
+        status(self.code, self.reason, &self.message)
+    }
+}
+
+/// How a failed request to `name`'s apiserver is answered: 503 when the gateway cannot reach
+/// the cluster at all (no agent, an unusable URL or CA bundle), 504 when the apiserver is
+/// too slow, 502 when the tunnel, TLS or HTTP with it fails.
+fn upstream_failure(name: &str, error: &UpstreamError) -> Failure {
+    let (code, reason) = match error {
+        UpstreamError::NotConnected(_) | UpstreamError::Config(_) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable")
+        }
+        UpstreamError::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "Timeout"),
+        UpstreamError::Failed(_) => (StatusCode::BAD_GATEWAY, "ServiceUnavailable"),
+    };
+    let message = match error {
+        // The tunnel server's own words, which name the cluster.
+        UpstreamError::NotConnected(message) => message.clone(),
+        _ => format!("cluster {name}: {error}"),
+    };
+    Failure {
+        code,
+        reason,
+        message,
+    }
+}
+
+/// The head of `name`'s answer as passed back, without its hop-by-hop headers; an
+/// informational one is refused. The gateway sends no upgrade (it answers those requests
+/// 501), so a 101 is unrequested, and passing it on would switch the caller's connection to
+/// whatever the managed apiserver speaks next.
+fn answer_head(name: &str, mut head: http::response::Parts) -> Result<http::response::Parts, Failure> {
+    if head.status.is_informational() {
+        return Err(Failure {
+            code: StatusCode::BAD_GATEWAY,
+            reason: "ServiceUnavailable",
+            message: format!(
+                "cluster {name}: its kube-apiserver answered {} to a request that asked for no upgrade",
+                head.status
+            ),
+        });
+    }
+    strip_hop_by_hop(&mut head.headers);
+    Ok(head)
 }
 
 /// Headers dropped between the caller and the managed cluster: hop-by-hop ones, and every
@@ -462,10 +511,23 @@ fn is_dropped(name: &HeaderName) -> bool {
         || name.starts_with("impersonate-")
 }
 
+/// The headers a message's `Connection` header names: hop-by-hop for that message alone,
+/// so a proxy removes them (RFC 9110 §7.6.1). Options that are no header name are skipped.
+fn connection_options(headers: &HeaderMap) -> Vec<HeaderName> {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|option| HeaderName::from_bytes(option.trim().as_bytes()).ok())
+        .collect()
+}
+
 fn forwarded_headers(incoming: &HeaderMap, authority: &str, token: &str) -> HeaderMap {
+    let options = connection_options(incoming);
     let mut headers: HeaderMap = incoming
         .iter()
-        .filter(|(name, _)| !is_dropped(name))
+        .filter(|(name, _)| !is_dropped(name) && !options.contains(name))
         .map(|(name, value)| (name.clone(), value.clone()))
         .collect();
     if let Ok(host) = HeaderValue::from_str(authority) {
@@ -479,6 +541,9 @@ fn forwarded_headers(incoming: &HeaderMap, authority: &str, token: &str) -> Head
 }
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    for name in connection_options(headers) {
+        headers.remove(name);
+    }
     for name in [
         "connection",
         "keep-alive",
@@ -618,5 +683,106 @@ mod tests {
         assert_eq!(names, ["accept", "authorization", "host", "user-agent"]);
         assert_eq!(out[header::AUTHORIZATION], "Bearer msa-token");
         assert_eq!(out[header::HOST], "127.0.0.1:6443");
+    }
+
+    #[test]
+    fn headers_the_caller_names_in_connection_never_reach_the_cluster() {
+        let mut incoming = HeaderMap::new();
+        for (name, value) in [
+            ("connection", "close, X-Hub-Secret"),
+            ("connection", " x-trace ,, not a name"),
+            ("x-hub-secret", "s3cret"),
+            ("x-trace", "1"),
+            ("accept", "application/json"),
+        ] {
+            incoming.append(HeaderName::from_static(name), HeaderValue::from_static(value));
+        }
+        let out = forwarded_headers(&incoming, "127.0.0.1:6443", "msa-token");
+        let mut names: Vec<&str> = out.keys().map(HeaderName::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["accept", "authorization", "host"]);
+    }
+
+    fn answer(code: u16, headers: &[(&'static str, &'static str)]) -> http::response::Parts {
+        let mut builder = Response::builder().status(code);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn hop_by_hop_headers_of_an_answer_and_those_its_connection_names_are_not_passed_back() {
+        let head = answer(
+            200,
+            &[
+                ("connection", "close, X-Secret"),
+                ("connection", "X-Internal"),
+                ("x-secret", "from the managed cluster"),
+                ("x-internal", "1"),
+                ("keep-alive", "timeout=5"),
+                ("proxy-connection", "keep-alive"),
+                ("te", "trailers"),
+                ("trailer", "x-checksum"),
+                ("upgrade", "h2c"),
+                ("content-type", "application/json"),
+                ("audit-id", "a1"),
+            ],
+        );
+        let head = answer_head("c1", head).unwrap();
+        assert_eq!(head.status, StatusCode::OK);
+        let mut names: Vec<&str> = head.headers.keys().map(HeaderName::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["audit-id", "content-type"]);
+    }
+
+    #[test]
+    fn an_unrequested_switching_protocols_answer_is_a_bad_gateway() {
+        let head = answer(101, &[("connection", "upgrade"), ("upgrade", "SPDY/3.1")]);
+        let failure = answer_head("c1", head).unwrap_err();
+        assert_eq!(failure.code, StatusCode::BAD_GATEWAY);
+        assert!(failure.message.starts_with("cluster c1: "), "{}", failure.message);
+        assert!(failure.message.contains("101"), "{}", failure.message);
+        assert_eq!(failure.response().status(), StatusCode::BAD_GATEWAY);
+    }
+
+    #[test]
+    fn each_upstream_failure_has_its_status() {
+        let cases = [
+            (
+                UpstreamError::NotConnected("no agent for c1".into()),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+            ),
+            (
+                UpstreamError::Config("its CA bundle holds no certificate".into()),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+            ),
+            (
+                UpstreamError::Timeout(Duration::from_secs(30)),
+                StatusCode::GATEWAY_TIMEOUT,
+                "Timeout",
+            ),
+            (
+                UpstreamError::Failed("TLS with its kube-apiserver: invalid peer certificate".into()),
+                StatusCode::BAD_GATEWAY,
+                "ServiceUnavailable",
+            ),
+            (
+                UpstreamError::Failed("tunnel: connection refused".into()),
+                StatusCode::BAD_GATEWAY,
+                "ServiceUnavailable",
+            ),
+        ];
+        for (error, code, reason) in cases {
+            let failure = upstream_failure("c1", &error);
+            assert_eq!((failure.code, failure.reason), (code, reason), "{error}");
+            assert!(
+                failure.message.contains(&error.to_string()),
+                "{}",
+                failure.message
+            );
+        }
     }
 }
