@@ -63,6 +63,9 @@ pub enum Command {
     Hub(Box<run::HubArgs>),
     /// Run the managed-cluster agent (registration, …) against a managed cluster.
     Klusterlet(run::KlusterletArgs),
+    /// Serve the ClusterGateway API (`cluster.core.oam.dev`) for the hub cluster, beside a
+    /// cluster-proxy tunnel server, when `flotilla hub` does not serve it itself.
+    ClusterGateway(run::ClusterGatewayArgs),
     /// Prepare a hub: CRDs, RBAC, a bootstrap identity, admission, default cluster sets; print
     /// the join command.
     Init(init::InitArgs),
@@ -135,6 +138,7 @@ impl Cli {
             Command::Status => status::status(&self.global).await,
             Command::Hub(args) => run::hub(&self.global, &args).await,
             Command::Klusterlet(args) => run::klusterlet(&self.global, &args).await,
+            Command::ClusterGateway(args) => run::cluster_gateway(&self.global, &args).await,
             Command::Init(args) => init::init(&self.global, &args).await,
             Command::Join(args) => join::join(&self.global, &args).await,
             Command::Accept(args) => accept::accept(&self.global, &args).await,

@@ -134,7 +134,7 @@ const DEFAULT_GATEWAY_PORT: u16 = 9444;
 
 impl GatewayArgs {
     /// The gateway's settings, when it is to be served.
-    fn settings(&self) -> Option<runtime::hub::GatewaySettings> {
+    fn settings(&self) -> Option<runtime::gateway::GatewaySettings> {
         let tunnel_socket = self.cluster_gateway_tunnel_socket.clone()?;
         let bind = self
             .cluster_gateway_bind
@@ -142,7 +142,7 @@ impl GatewayArgs {
                 Some(ip) => (ip, 0).into(),
                 None => (std::net::Ipv4Addr::UNSPECIFIED, DEFAULT_GATEWAY_PORT).into(),
             });
-        Some(runtime::hub::GatewaySettings {
+        Some(runtime::gateway::GatewaySettings {
             tunnel_socket,
             bind,
             service: self.cluster_gateway_service.clone(),
@@ -150,6 +150,15 @@ impl GatewayArgs {
             token_secret: self.cluster_gateway_token_secret.clone(),
         })
     }
+}
+
+/// `flotilla cluster-gateway`: the gateway alone, beside a tunnel server outside the hub's pods.
+#[derive(Debug, Args)]
+pub struct ClusterGatewayArgs {
+    #[command(flatten)]
+    pub gateway: GatewayArgs,
+    #[command(flatten)]
+    pub ops: OpsArgs,
 }
 
 /// Where `/metrics`, `/healthz` and `/readyz` are served.
@@ -332,6 +341,18 @@ pub async fn hub(global: &GlobalArgs, args: &HubArgs) -> anyhow::Result<()> {
         gateway: args.gateway.settings(),
     };
     runtime::hub::run(client, settings, shutdown).await
+}
+
+/// Serves the cluster gateway for the hub cluster of `--kubeconfig` until interrupted.
+pub async fn cluster_gateway(global: &GlobalArgs, args: &ClusterGatewayArgs) -> anyhow::Result<()> {
+    let Some(settings) = args.gateway.settings() else {
+        anyhow::bail!(
+            "--cluster-gateway-tunnel-socket is required: the gateway reaches clusters only through tunnels"
+        );
+    };
+    let shutdown = runtime::shutdown_signal()?;
+    let (client, _) = instrumented_client(global).await.context("connect to the hub")?;
+    runtime::gateway::run(client, settings, args.ops.ops_bind, shutdown).await
 }
 
 /// Runs the klusterlet against the managed cluster of `--kubeconfig` until interrupted.

@@ -31,6 +31,16 @@ pub struct UpArgs {
     /// Do not push, register and enable the helloworld add-on.
     #[arg(long)]
     pub no_addon: bool,
+    /// The ecosystem add-ons to install on every cluster (comma-separated; `--addons ''` for
+    /// none): cluster-proxy and managed-serviceaccount (together, the cluster gateway: kubectl
+    /// through the hub to any cluster), resource-usage-collect (placement scores). Their agents
+    /// run as pods, so they need nodes.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "cluster-proxy,managed-serviceaccount,resource-usage-collect"
+    )]
+    pub addons: Vec<String>,
     /// First of the fixed loopback ports: hub base..base+4 (apiserver, etcd, etcd peer,
     /// registry, webhook), cluster i base+10i..base+10i+2.
     #[arg(long, default_value_t = 17400)]
@@ -42,6 +52,18 @@ pub struct UpArgs {
     /// How long to wait for clusters, plugin and works to become ready.
     #[arg(long, default_value = "300s", value_parser = parse_seconds)]
     pub timeout: Duration,
+}
+
+/// The ecosystem add-ons named by `--addons`, each once; empty names are skipped.
+fn ecosystem_of(names: &[String]) -> anyhow::Result<Vec<up::Ecosystem>> {
+    let mut chosen = Vec::new();
+    for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        let addon: up::Ecosystem = name.parse().map_err(|e: String| anyhow!("--addons: {e}"))?;
+        if !chosen.contains(&addon) {
+            chosen.push(addon);
+        }
+    }
+    Ok(chosen)
 }
 
 /// `300s`, `5m` or a number of seconds.
@@ -154,8 +176,20 @@ pub async fn up(global: &GlobalArgs, args: &UpArgs) -> anyhow::Result<()> {
 
     std::fs::create_dir_all(state.join("logs")).with_context(|| format!("create {}", state.display()))?;
     let exe = std::env::current_exe().context("find the flotilla binary")?;
+    let ecosystem = ecosystem_of(&args.addons)?;
     let progress = Progress::new();
     let nodes = !args.no_nodes && up::nodes_possible(&progress).await;
+    if !nodes && !ecosystem.is_empty() {
+        eprintln!(
+            "note: without nodes, the add-ons {} are not installed: their agents run as pods",
+            ecosystem
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let ecosystem = if nodes { ecosystem } else { Vec::new() };
     let plan = Plan {
         state: state.clone(),
         exe,
@@ -164,6 +198,7 @@ pub async fn up(global: &GlobalArgs, args: &UpArgs) -> anyhow::Result<()> {
         timeout: args.timeout,
         addon: !args.no_addon,
         nodes,
+        ecosystem,
     };
     let outcome = tokio::select! {
         result = flotilla_localenv::up::run(&plan, &progress) => result,
@@ -271,6 +306,20 @@ pub async fn print_end_state(client: &Client, env: &Environment) -> anyhow::Resu
             }
         }
     }
+    if !env.ecosystem.is_empty() {
+        writeln!(table, "\nADD-ON\tCLUSTER\tAVAILABLE")?;
+        for addon in &env.ecosystem {
+            for cluster in env.clusters() {
+                let conds = Api::<ManagedClusterAddOn>::namespaced(client.clone(), &cluster)
+                    .get_opt(addon.addon())
+                    .await?
+                    .and_then(|a| a.status)
+                    .map(|s| s.conditions)
+                    .unwrap_or_default();
+                writeln!(table, "{addon}\t{cluster}\t{}", status_of(&conds, "Available"))?;
+            }
+        }
+    }
     table.flush()?;
     let text = String::from_utf8(table.into_inner()?)?;
     print!("{text}");
@@ -298,6 +347,17 @@ fn print_next_steps(env: &Environment, state: &Path) {
         );
     }
     println!("  flotilla get addons");
+    let gateway = [up::Ecosystem::ClusterProxy, up::Ecosystem::ManagedServiceAccount];
+    if let (true, Some(cluster)) = (
+        gateway.iter().all(|a| env.ecosystem.contains(a)),
+        env.clusters().first(),
+    ) {
+        println!("Reach a cluster's kube-apiserver through the hub (the cluster gateway):");
+        println!(
+            "  kubectl get --raw {}",
+            flotilla_api::gateway::consts::proxy_path(cluster, "/healthz")
+        );
+    }
     println!("What runs, and stopping it:");
     println!("  flotilla status{state_flag}");
     println!("  flotilla down{state_flag}");

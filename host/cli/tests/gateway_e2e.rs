@@ -196,7 +196,18 @@ async fn the_hub_process_serves_the_cluster_gateway_as_deploy_hubs_service_accou
          insecureSkipTLSVerify: true,\n  service: {namespace: open-cluster-management-hub, name: flotilla-hub-webhook}}\n",
     )
     .unwrap();
-    let refused = kubectl_as(&hub, &kubeconfig, &["create", "-f", rogue.to_str().unwrap()]).unwrap_err();
+    // The apiserver loads a new admission policy a moment after it is created: until the
+    // refusal comes, what was created is removed again.
+    let rogue = rogue.to_str().unwrap();
+    let refused = wait::until("the rogue APIService refused", Duration::from_secs(30), || {
+        let created = kubectl_as(&hub, &kubeconfig, &["create", "-f", rogue]);
+        if created.is_ok() {
+            kubectl(&hub, &["delete", "apiservice", "v1.rogue.example"]);
+        }
+        async move { Ok::<_, String>(created.err()) }
+    })
+    .await
+    .unwrap();
     assert!(
         refused.contains("flotilla.dev-hub-confinement") && refused.contains("one APIService only"),
         "{refused}"

@@ -345,6 +345,14 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
         )
         .await
         .unwrap();
+        for addon in [
+            "cluster-proxy",
+            "managed-serviceaccount",
+            "resource-usage-collect",
+        ] {
+            assert_eq!(row(&table, addon, "cluster2")[2], "True", "{table}");
+        }
+        the_seed_commands_work_through_the_cluster_gateway(&state, &hub, &copies.into_client()).await;
     }
     let bridges: Vec<String> = std::fs::read_dir(state.join("nodes"))
         .into_iter()
@@ -390,6 +398,131 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
     ok(flotilla(&state, &["down", "--purge"]));
     assert_nothing_left(&state, &recorded, &layout);
     assert!(!state.exists(), "--purge leaves the state directory");
+}
+
+/// Runs the control plane's kubectl with `kubeconfig` and `args`.
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
+    let output = Command::new(flotilla_testing::binary::controlplane_binary().unwrap())
+        .arg("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+}
+
+/// Polls kubectl until it succeeds, returning its output.
+async fn until_kubectl(what: &str, kubeconfig: &Path, args: &[&str]) -> String {
+    flotilla_testing::wait::until(what, Duration::from_secs(90), || async {
+        kubectl(kubeconfig, args).map(Some)
+    })
+    .await
+    .unwrap()
+}
+
+/// OCM's cluster-gateway scenario, as its documentation gives the commands, against `up`'s
+/// hub: the managed cluster's `/healthz` through the hub; plain kubectl with a kubeconfig whose
+/// server ends in the proxy path, Forbidden as the managed service account until it is granted
+/// rights on the cluster and allowed after; and the same after its token was revoked and
+/// rotated.
+async fn the_seed_commands_work_through_the_cluster_gateway(state: &Path, hub: &Client, cluster1: &Client) {
+    use flotilla_api::gateway::consts::proxy_path;
+    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+    let admin = state.join("controlplanes/hub/pki/admin.kubeconfig");
+    let healthz = proxy_path("cluster1", "/healthz");
+    let raw = until_kubectl(
+        "the cluster's healthz through the hub",
+        &admin,
+        &["get", "--raw", &healthz],
+    )
+    .await;
+    assert_eq!(raw, "ok");
+
+    let mut config: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&admin).unwrap()).unwrap();
+    let server = config["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    config["clusters"][0]["cluster"]["server"] = format!("{server}{}", proxy_path("cluster1", ""))
+        .trim_end_matches('/')
+        .into();
+    let edited = state.join("cluster1-through-hub.kubeconfig");
+    std::fs::write(&edited, serde_yaml::to_string(&config).unwrap()).unwrap();
+    let refused = kubectl(&edited, &["get", "ns"]).unwrap_err();
+    let account = "system:serviceaccount:open-cluster-management-agent-addon:cluster-gateway";
+    assert!(
+        refused.contains("Forbidden") && refused.contains(account),
+        "{refused}"
+    );
+
+    // Granted on the cluster, the same command lists the cluster's namespaces.
+    let params = kube::api::PatchParams::apply("up-test").force();
+    let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "gateway-reads-namespaces"},
+        "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list"]}]}))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(cluster1.clone())
+        .patch(
+            "gateway-reads-namespaces",
+            &params,
+            &kube::api::Patch::Apply(role),
+        )
+        .await
+        .unwrap();
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "gateway-reads-namespaces"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gateway-reads-namespaces"},
+        "subjects": [{"kind": "ServiceAccount", "name": "cluster-gateway", "namespace": "open-cluster-management-agent-addon"}]}))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(cluster1.clone())
+        .patch(
+            "gateway-reads-namespaces",
+            &params,
+            &kube::api::Patch::Apply(binding),
+        )
+        .await
+        .unwrap();
+    let namespaces = until_kubectl(
+        "kubectl get ns through the hub",
+        &edited,
+        &["get", "ns", "-o", "name"],
+    )
+    .await;
+    assert!(
+        namespaces.contains("namespace/open-cluster-management-agent-addon")
+            && !namespaces.contains("namespace/cluster1"),
+        "the managed cluster's namespaces: {namespaces}"
+    );
+
+    // Revoked on the cluster (its service account deleted), the token is rotated by the
+    // managed-serviceaccount agent and requests work again with the new one.
+    let secrets: Api<Secret> = Api::namespaced(hub.clone(), "cluster1");
+    let token = |secret: Secret| secret.data.and_then(|d| d.get("token").cloned()).map(|t| t.0);
+    let before = token(secrets.get("cluster-gateway").await.unwrap()).unwrap();
+    Api::<ServiceAccount>::namespaced(cluster1.clone(), "open-cluster-management-agent-addon")
+        .delete("cluster-gateway", &Default::default())
+        .await
+        .unwrap();
+    flotilla_testing::wait::until("a rotated token on the hub", Duration::from_secs(90), || async {
+        let now = token(secrets.get("cluster-gateway").await?);
+        Ok::<_, kube::Error>(now.filter(|t| *t != before).map(|_| ()))
+    })
+    .await
+    .unwrap();
+    let namespaces = until_kubectl(
+        "kubectl get ns with the rotated token",
+        &edited,
+        &["get", "ns", "-o", "name"],
+    )
+    .await;
+    assert!(namespaces.contains("namespace/default"), "{namespaces}");
 }
 
 #[test]

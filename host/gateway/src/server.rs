@@ -56,7 +56,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::{
     Error,
     route::{Route, route},
-    tokens::Tokens,
+    tokens::{Credential, Tokens},
     tunnel,
     upstream::{self, UpstreamError, Upstreams},
 };
@@ -337,7 +337,11 @@ const TOKEN_READS_AT_ONCE: usize = 16;
 async fn with_tokens(state: &State, clusters: Vec<Arc<ManagedCluster>>) -> Vec<(Arc<ManagedCluster>, bool)> {
     futures::stream::iter(clusters)
         .map(|cluster| async move {
-            let has_token = matches!(state.sources.tokens.get(&cluster.name_any()).await, Ok(Some(_)));
+            // A token is of use only with an apiserver it can be sent to, verified.
+            let has_token = match state.sources.tokens.get(&cluster.name_any()).await {
+                Ok(Some(credential)) => matches!(target_of(&cluster, &credential), Some(Ok(_))),
+                _ => false,
+            };
             (cluster, has_token)
         })
         .buffered(TOKEN_READS_AT_ONCE)
@@ -389,20 +393,8 @@ async fn forward(state: &State, name: &str, path: &str, request: Request<Incomin
             "connection upgrades (exec, attach, port-forward) are not served through the cluster gateway",
         );
     }
-    let Some(client_config) = managed.spec.managed_cluster_client_configs.first() else {
-        return unavailable(format!(
-            "cluster {name} reports no kube-apiserver URL (spec.managedClusterClientConfigs)"
-        ));
-    };
-    let target = match upstream::Target::new(
-        &client_config.url,
-        client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()),
-    ) {
-        Ok(target) => target,
-        Err(e) => return upstream_failure(name, &e).response(),
-    };
-    let token = match state.sources.tokens.get(name).await {
-        Ok(Some(token)) => token,
+    let credential = match state.sources.tokens.get(name).await {
+        Ok(Some(credential)) => credential,
         Ok(None) => {
             return unavailable(format!(
                 "cluster {name} has no managed service account token (Secret {name}/{}): enable the managed-serviceaccount add-on for it",
@@ -411,6 +403,16 @@ async fn forward(state: &State, name: &str, path: &str, request: Request<Incomin
         }
         Err(e) => return unavailable(format!("cluster {name}: {e}")),
     };
+    let target = match target_of(&managed, &credential) {
+        Some(Ok(target)) => target,
+        Some(Err(e)) => return upstream_failure(name, &e).response(),
+        None => {
+            return unavailable(format!(
+                "cluster {name} reports no kube-apiserver URL (spec.managedClusterClientConfigs) and its token Secret no CA"
+            ));
+        }
+    };
+    let token = credential.token;
     let query = request.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
     let (parts, body) = request.into_parts();
     let mut upstream_request = Request::builder()
@@ -429,6 +431,28 @@ async fn forward(state: &State, name: &str, path: &str, request: Request<Incomin
             }
         }
         Err(e) => upstream_failure(name, &e).response(),
+    }
+}
+
+/// Where a cluster's apiserver is reached through its tunnel, and what verifies it: the URL and
+/// CA its ManagedCluster reports; without a URL (OCM's klusterlet reports none unless given
+/// external server URLs), the in-cluster name every apiserver's certificate carries, verified
+/// with the CA the managed-serviceaccount agent read on the cluster. The tunnel agent dials its
+/// own apiserver whatever the name, so the name only selects what TLS verifies. `None`: no CA
+/// to verify with, and a token is never sent unverified.
+fn target_of(
+    cluster: &ManagedCluster,
+    credential: &Credential,
+) -> Option<Result<upstream::Target, UpstreamError>> {
+    match cluster.spec.managed_cluster_client_configs.first() {
+        Some(config) if !config.url.is_empty() => Some(upstream::Target::new(
+            &config.url,
+            config.ca_bundle.as_ref().map(|b| b.0.as_slice()),
+        )),
+        Some(_) | None => {
+            let ca = credential.ca_pem.as_deref()?;
+            Some(upstream::Target::new(upstream::IN_CLUSTER_URL, Some(ca)))
+        }
     }
 }
 
@@ -622,6 +646,42 @@ fn unavailable(message: String) -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_without_a_url_is_reached_by_its_in_cluster_name_and_verified_with_the_agents_ca() {
+        let ca = rcgen::CertificateParams::default()
+            .self_signed(&rcgen::KeyPair::generate().unwrap())
+            .unwrap()
+            .pem()
+            .into_bytes();
+        let cluster = |configs: serde_json::Value| -> ManagedCluster {
+            serde_json::from_value(
+                json!({"metadata": {"name": "c1"}, "spec": {"managedClusterClientConfigs": configs}}),
+            )
+            .unwrap()
+        };
+        let with_ca = Credential {
+            token: "t".to_owned(),
+            ca_pem: Some(ca.clone()),
+        };
+        let without_ca = Credential {
+            token: "t".to_owned(),
+            ca_pem: None,
+        };
+        let reported = cluster(
+            json!([{"url": "https://10.0.0.1:6443", "caBundle": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &ca)}]),
+        );
+        let target = target_of(&reported, &without_ca).unwrap().unwrap();
+        assert_eq!(target.authority, "10.0.0.1:6443");
+        for silent in [cluster(json!([])), cluster(json!([{"url": ""}]))] {
+            let target = target_of(&silent, &with_ca).unwrap().unwrap();
+            assert_eq!(target.authority, "kubernetes.default.svc:443");
+            assert!(
+                target_of(&silent, &without_ca).is_none(),
+                "no token is sent unverified"
+            );
+        }
+    }
 
     fn certificate(common_names: &[&str]) -> CertificateDer<'static> {
         let mut params = rcgen::CertificateParams::default();

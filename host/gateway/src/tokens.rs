@@ -13,7 +13,8 @@ use std::{
 };
 
 use flotilla_api::authentication::consts::{
-    IS_MANAGED_SERVICE_ACCOUNT_LABEL, IS_MANAGED_SERVICE_ACCOUNT_VALUE, TOKEN_SECRET_TOKEN_KEY,
+    IS_MANAGED_SERVICE_ACCOUNT_LABEL, IS_MANAGED_SERVICE_ACCOUNT_VALUE, TOKEN_SECRET_CA_KEY,
+    TOKEN_SECRET_TOKEN_KEY,
 };
 use k8s_openapi::api::core::v1::Secret;
 
@@ -22,11 +23,30 @@ pub const FRESH_FOR: Duration = Duration::from_secs(5);
 /// Entries kept at most: one per cluster, and stale ones are dropped first.
 const MAX_ENTRIES: usize = 16_384;
 
-/// A cluster's token, as last read.
-pub type Token = Result<Option<String>, String>;
+/// What a managed service account's Secret gives the gateway.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credential {
+    /// The bearer token.
+    pub token: String,
+    /// The managed cluster's CA, as the agent read it from its own service account: what
+    /// verifies the cluster's apiserver when its ManagedCluster names none.
+    pub ca_pem: Option<Vec<u8>>,
+}
 
-/// When each cluster's token (or its absence) was read, and what it was.
-type Kept = HashMap<String, (Instant, Option<String>)>;
+impl std::fmt::Debug for Credential {
+    /// Leaves the token out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credential")
+            .field("ca_pem", &self.ca_pem.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A cluster's credential, as last read.
+pub type Read = Result<Option<Credential>, String>;
+
+/// When each cluster's credential (or its absence) was read, and what it was.
+type Kept = HashMap<String, (Instant, Option<Credential>)>;
 
 /// Reads and briefly keeps the token Secret `<cluster>/<name>` of each cluster.
 #[derive(Clone)]
@@ -58,9 +78,9 @@ impl Tokens {
         &self.name
     }
 
-    /// The usable token of `cluster`: `Ok(None)` when there is none, `Err` when it could not be
-    /// read (not kept, so the next request reads again).
-    pub async fn get(&self, cluster: &str) -> Token {
+    /// The usable credential of `cluster`: `Ok(None)` when there is none, `Err` when it could
+    /// not be read (not kept, so the next request reads again).
+    pub async fn get(&self, cluster: &str) -> Read {
         if let Some(token) = self.kept(cluster) {
             return Ok(token);
         }
@@ -69,18 +89,18 @@ impl Tokens {
             .get_opt(&self.name)
             .await
             .map_err(|e| format!("read Secret {cluster}/{}: {e}", self.name))?;
-        let token = secret.as_ref().and_then(token_of);
-        self.keep(cluster, token.clone());
-        Ok(token)
+        let credential = secret.as_ref().and_then(credential_of);
+        self.keep(cluster, credential.clone());
+        Ok(credential)
     }
 
-    fn kept(&self, cluster: &str) -> Option<Option<String>> {
+    fn kept(&self, cluster: &str) -> Option<Option<Credential>> {
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let (read, token) = kept.get(cluster)?;
         (read.elapsed() < self.fresh_for).then(|| token.clone())
     }
 
-    fn keep(&self, cluster: &str, token: Option<String>) {
+    fn keep(&self, cluster: &str, credential: Option<Credential>) {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         if kept.len() >= MAX_ENTRIES {
             let fresh_for = self.fresh_for;
@@ -89,14 +109,14 @@ impl Tokens {
                 kept.clear();
             }
         }
-        kept.insert(cluster.to_owned(), (Instant::now(), token));
+        kept.insert(cluster.to_owned(), (Instant::now(), credential));
     }
 }
 
-/// The token a managed-serviceaccount agent's Secret holds, if it is one: the Secret carries
-/// the agent's label (a Secret of that name made for anything else is not sent to a cluster),
-/// and the token could be a bearer token.
-pub fn token_of(secret: &Secret) -> Option<String> {
+/// The credential a managed-serviceaccount agent's Secret holds, if it is one: the Secret
+/// carries the agent's label (a Secret of that name made for anything else is not sent to a
+/// cluster), and the token could be a bearer token.
+pub fn credential_of(secret: &Secret) -> Option<Credential> {
     let labelled = secret
         .metadata
         .labels
@@ -106,7 +126,14 @@ pub fn token_of(secret: &Secret) -> Option<String> {
     if !labelled {
         return None;
     }
-    usable_token(&secret.data.as_ref()?.get(TOKEN_SECRET_TOKEN_KEY)?.0)
+    let data = secret.data.as_ref()?;
+    Some(Credential {
+        token: usable_token(&data.get(TOKEN_SECRET_TOKEN_KEY)?.0)?,
+        ca_pem: data
+            .get(TOKEN_SECRET_CA_KEY)
+            .map(|ca| ca.0.clone())
+            .filter(|ca| !ca.is_empty()),
+    })
 }
 
 /// The token in a Secret an add-on agent wrote, if it can be a bearer token: visible ASCII
@@ -156,9 +183,21 @@ mod tests {
     }
 
     #[test]
-    fn only_a_managed_service_accounts_secret_holds_a_token() {
-        assert_eq!(token_of(&secret(true, b"t0k3n")), Some("t0k3n".to_owned()));
-        assert_eq!(token_of(&secret(false, b"t0k3n")), None);
-        assert_eq!(token_of(&secret(true, b"t0k3n\r\nX: y")), None);
+    fn only_a_managed_service_accounts_secret_holds_a_credential() {
+        let token = |s: &Secret| credential_of(s).map(|c| c.token);
+        assert_eq!(token(&secret(true, b"t0k3n")), Some("t0k3n".to_owned()));
+        assert_eq!(token(&secret(false, b"t0k3n")), None);
+        assert_eq!(token(&secret(true, b"t0k3n\r\nX: y")), None);
+        let mut with_ca = secret(true, b"t0k3n");
+        with_ca
+            .data
+            .as_mut()
+            .unwrap()
+            .insert(TOKEN_SECRET_CA_KEY.to_owned(), ByteString(b"PEM".to_vec()));
+        assert_eq!(
+            credential_of(&with_ca).unwrap().ca_pem.as_deref(),
+            Some(&b"PEM"[..])
+        );
+        assert_eq!(credential_of(&secret(true, b"t0k3n")).unwrap().ca_pem, None);
     }
 }

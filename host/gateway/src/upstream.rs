@@ -50,6 +50,9 @@ pub enum UpstreamError {
     Timeout(Duration),
 }
 
+/// The name every kube-apiserver's serving certificate carries, as its cluster's pods call it.
+pub const IN_CLUSTER_URL: &str = "https://kubernetes.default.svc";
+
 /// A managed kube-apiserver: where to send, and how to verify it.
 #[derive(Clone, Debug)]
 pub struct Target {

@@ -6,6 +6,9 @@
 //!   base + 3         OCI registry
 //!   base + 4         hub webhook server
 //!   base + 5         hub metrics and health endpoint
+//!   base + 6         cluster-proxy tunnel server (agents)
+//!   base + 7         cluster gateway
+//!   base + 8         cluster gateway metrics and health endpoint
 //!   base + 10·i + 0..=2   cluster i (1-based): kube-apiserver, etcd, etcd peer
 //! ```
 
@@ -75,6 +78,21 @@ impl Layout {
         self.base + 5
     }
 
+    /// The cluster-proxy tunnel server's port for agents.
+    pub fn tunnel(&self) -> u16 {
+        self.base + 6
+    }
+
+    /// The cluster gateway's port.
+    pub fn gateway(&self) -> u16 {
+        self.base + 7
+    }
+
+    /// The cluster gateway's metrics and health endpoint.
+    pub fn gateway_ops(&self) -> u16 {
+        self.base + 8
+    }
+
     /// Every port with what uses it, hub first.
     pub fn all(&self) -> Vec<(String, u16)> {
         let mut all = Vec::new();
@@ -90,6 +108,12 @@ impl Layout {
         all.push(("registry".to_owned(), self.registry()));
         all.push(("hub webhook".to_owned(), self.webhook()));
         all.push(("hub metrics and health".to_owned(), self.hub_ops()));
+        all.push(("cluster-proxy tunnel server".to_owned(), self.tunnel()));
+        all.push(("cluster gateway".to_owned(), self.gateway()));
+        all.push((
+            "cluster gateway metrics and health".to_owned(),
+            self.gateway_ops(),
+        ));
         all.sort_by_key(|(_, port)| *port);
         all
     }
@@ -113,9 +137,9 @@ mod tests {
     use super::*;
 
     #[rstest]
-    #[case::default_two_clusters(17400, 2, &[17400, 17401, 17402, 17403, 17404, 17405, 17410, 17411, 17412, 17420, 17421, 17422])]
-    #[case::hub_only(20000, 0, &[20000, 20001, 20002, 20003, 20004, 20005])]
-    #[case::three_clusters(30000, 3, &[30000, 30001, 30002, 30003, 30004, 30005, 30010, 30011, 30012, 30020, 30021, 30022, 30030, 30031, 30032])]
+    #[case::default_two_clusters(17400, 2, &[17400, 17401, 17402, 17403, 17404, 17405, 17406, 17407, 17408, 17410, 17411, 17412, 17420, 17421, 17422])]
+    #[case::hub_only(20000, 0, &[20000, 20001, 20002, 20003, 20004, 20005, 20006, 20007, 20008])]
+    #[case::three_clusters(30000, 3, &[30000, 30001, 30002, 30003, 30004, 30005, 30006, 30007, 30008, 30010, 30011, 30012, 30020, 30021, 30022, 30030, 30031, 30032])]
     fn ports_are_laid_out_from_the_base_without_overlap(
         #[case] base: u16,
         #[case] clusters: u16,

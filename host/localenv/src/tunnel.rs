@@ -81,64 +81,20 @@ impl TunnelServer {
         serving_ca_pem: &str,
         addon: &str,
     ) -> Result<Self> {
-        let binary = tunnel_binary()?;
         let dir = scratch::create("tunnel-server")?;
-        let write = |name: &str, text: &str| -> Result<PathBuf> {
-            let path = dir.path().join(name);
-            fs::write(&path, text).map_err(io(format!("write {}", path.display())))?;
-            Ok(path)
-        };
-        let ca = write("agent-ca.crt", agent_ca_pem)?;
-        let cert = write("tls.crt", &serving.cert_pem)?;
-        let key = write("tls.key", &serving.key_pem)?;
-        let socket = dir.path().join("tunnel.sock");
         let port = TcpListener::bind((listen, 0))
             .and_then(|l| l.local_addr())
             .map_err(io("find a free port for the tunnel server"))?
             .port();
         let address = SocketAddr::from((listen, port));
-        let path = |p: &Path| p.display().to_string();
-        let args = vec![
-            "server".to_owned(),
-            format!("--agent-listen={address}"),
-            format!("--tls-cert={}", path(&cert)),
-            format!("--tls-key={}", path(&key)),
-            format!("--agent-ca={}", path(&ca)),
-            format!("--addon-name={addon}"),
-            format!("--proxy-socket={}", path(&socket)),
-        ];
-        let log = dir.path().join("server.log");
-        let child = processes::spawn_logged(&binary, &args, "tunnel-server", &log, Lifetime::Tied, |_| {})?;
-        let mut server = Self {
-            child,
+        let running = spawn_server(dir.path(), address, agent_ca_pem, serving, addon, Lifetime::Tied)?;
+        Ok(Self {
+            child: running.child,
             address,
-            socket,
+            socket: running.socket,
             ca_pem: serving_ca_pem.to_owned(),
             dir,
-        };
-        server.wait_ready()?;
-        Ok(server)
-    }
-
-    fn wait_ready(&mut self) -> Result<()> {
-        let started = Instant::now();
-        while !self.socket.exists() || std::net::TcpStream::connect(self.address).is_err() {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(self.failed(format!("exited with {status}")));
-            }
-            if started.elapsed() > READY_TIMEOUT {
-                return Err(self.failed(format!("not serving after {READY_TIMEOUT:?}")));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(())
-    }
-
-    fn failed(&self, what: String) -> Error {
-        Error::Start {
-            component: "tunnel-server",
-            message: format!("{what}; log tail:\n{}", self.log_tail(25)),
-        }
+        })
     }
 
     /// The server's process id.
@@ -172,6 +128,101 @@ impl Drop for TunnelServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A tunnel server started by [`start_detached_server`], which outlives this process.
+pub struct DetachedServer {
+    /// Its process id.
+    pub pid: u32,
+    /// The tunnel binary it runs.
+    pub binary: PathBuf,
+    /// Its log.
+    pub log: PathBuf,
+    /// The unix socket the hub opens tunnels through.
+    pub socket: PathBuf,
+}
+
+/// Starts a tunnel server that outlives this process (for `flotilla up`, which records it),
+/// with its files in `dir`, accepting agents at `listen`; see [`TunnelServer::start`].
+pub fn start_detached_server(
+    dir: &Path,
+    listen: SocketAddr,
+    agent_ca_pem: &str,
+    serving: &CertAndKey,
+    addon: &str,
+) -> Result<DetachedServer> {
+    fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+    let running = spawn_server(dir, listen, agent_ca_pem, serving, addon, Lifetime::Detached)?;
+    Ok(DetachedServer {
+        pid: running.child.id(),
+        binary: tunnel_binary()?,
+        log: running.log,
+        socket: running.socket,
+    })
+}
+
+/// A server process just started, and where it listens for the hub.
+struct Spawned {
+    child: Child,
+    socket: PathBuf,
+    log: PathBuf,
+}
+
+/// Writes the server's credentials into `dir`, starts it and waits until it serves agents at
+/// `address` and the hub on its socket.
+fn spawn_server(
+    dir: &Path,
+    address: SocketAddr,
+    agent_ca_pem: &str,
+    serving: &CertAndKey,
+    addon: &str,
+    lifetime: Lifetime,
+) -> Result<Spawned> {
+    let binary = tunnel_binary()?;
+    let write = |name: &str, text: &str| -> Result<PathBuf> {
+        let path = dir.join(name);
+        fs::write(&path, text).map_err(io(format!("write {}", path.display())))?;
+        Ok(path)
+    };
+    let ca = write("agent-ca.crt", agent_ca_pem)?;
+    let cert = write("tls.crt", &serving.cert_pem)?;
+    let key = write("tls.key", &serving.key_pem)?;
+    let socket = dir.join("tunnel.sock");
+    // A socket left by an earlier server would pass for this one's.
+    let _ = fs::remove_file(&socket);
+    let path = |p: &Path| p.display().to_string();
+    let args = vec![
+        "server".to_owned(),
+        format!("--agent-listen={address}"),
+        format!("--tls-cert={}", path(&cert)),
+        format!("--tls-key={}", path(&key)),
+        format!("--agent-ca={}", path(&ca)),
+        format!("--addon-name={addon}"),
+        format!("--proxy-socket={}", path(&socket)),
+    ];
+    let log = dir.join("server.log");
+    let mut child = processes::spawn_logged(&binary, &args, "tunnel-server", &log, lifetime, |_| {})?;
+    // A server on every address is reached on loopback too.
+    let probe = match address.ip() {
+        ip if ip.is_unspecified() => SocketAddr::from((Ipv4Addr::LOCALHOST, address.port())),
+        _ => address,
+    };
+    let started = Instant::now();
+    while !socket.exists() || std::net::TcpStream::connect(probe).is_err() {
+        let failed = |what: String| Error::Start {
+            component: "tunnel-server",
+            message: format!("{what}; log tail:\n{}", processes::log_tail(&log, 25)),
+        };
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(failed(format!("exited with {status}")));
+        }
+        if started.elapsed() > READY_TIMEOUT {
+            let _ = child.kill();
+            return Err(failed(format!("not serving after {READY_TIMEOUT:?}")));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(Spawned { child, socket, log })
 }
 
 /// A running tunnel agent; dropping it stops the process (and so drops its tunnel).

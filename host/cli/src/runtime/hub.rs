@@ -4,8 +4,7 @@
 //! side; a failure of any stops the process. With a cluster-proxy tunnel server beside it,
 //! every replica also serves the cluster gateway (the leader registers its APIService).
 
-use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -37,23 +36,7 @@ pub struct HubSettings {
     /// The election among replicas for lease [`HUB_LEASE`]; `None`: act at once.
     pub election: Option<LeaderElection>,
     /// The cluster gateway; `None`: not served.
-    pub gateway: Option<GatewaySettings>,
-}
-
-/// How the cluster gateway is served.
-#[derive(Clone, Debug)]
-pub struct GatewaySettings {
-    /// The cluster-proxy tunnel server's hub-side socket.
-    pub tunnel_socket: PathBuf,
-    /// Where it listens.
-    pub bind: SocketAddr,
-    /// The Service (namespace, name) the APIService names.
-    pub service: (String, String),
-    /// For a hub outside the cluster: the address the apiserver reaches it at, which the
-    /// Service's Endpoints name. `None`: the Service selects the hub's pods (deploy/hub).
-    pub address: Option<IpAddr>,
-    /// The managed service account token Secret in each cluster namespace.
-    pub token_secret: String,
+    pub gateway: Option<super::gateway::GatewaySettings>,
 }
 
 /// Runs the hub on `client` until `shutdown` resolves or a part of it stops.
@@ -101,19 +84,12 @@ pub async fn run(
     };
     super::serve_ops(settings.ops_bind, &client, plugin_host.as_deref(), "hub").await?;
     let gateway = match &settings.gateway {
-        Some(gateway) => Some(serve_gateway(&client, gateway).await?),
+        Some(gateway) => Some(super::gateway::serve(&client, gateway).await?),
         None => None,
     };
     let controllers = async {
         if let Some(gateway) = &gateway {
-            flotilla_gateway::registration::register(&client, &gateway.backend, &gateway.ca_pem)
-                .await
-                .context("register the cluster gateway's APIService")?;
-            eprintln!(
-                "flotilla hub: cluster gateway registered as APIService {} through Service {}",
-                flotilla_api::gateway::consts::API_SERVICE_NAME,
-                gateway.backend.host()
-            );
+            gateway.register(&client).await?;
         }
         flotilla_registration::admission::install(&client)
             .await
@@ -152,71 +128,6 @@ pub async fn run(
         }
     };
     leading(&client, settings.election.clone(), until_stopped).await
-}
-
-/// A serving cluster gateway and what its APIService names.
-struct ServedGateway {
-    backend: flotilla_gateway::registration::Backend,
-    ca_pem: String,
-    /// Dropping them stops the server and its ManagedCluster watch.
-    _server: flotilla_gateway::Gateway,
-    _clusters: AbortOnDrop,
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Starts the cluster gateway on this replica, with the certificate every replica shares and a
-/// ManagedCluster watch of its own (followers serve too, and run no other watches).
-async fn serve_gateway(client: &kube::Client, settings: &GatewaySettings) -> anyhow::Result<ServedGateway> {
-    let (namespace, service) = settings.service.clone();
-    let mut backend = flotilla_gateway::registration::Backend {
-        namespace,
-        service,
-        address: None,
-    };
-    let certificate = flotilla_webhook::shared_certificate(
-        client,
-        names::HUB_NAMESPACE,
-        flotilla_gateway::CERTIFICATE_SECRET,
-        &[backend.host()],
-    )
-    .await
-    .context("get the cluster gateway's serving certificate")?;
-    let front_proxy = flotilla_gateway::registration::front_proxy(client)
-        .await
-        .context("read how the kube-apiserver calls aggregated APIs")?;
-    let mut feeds = flotilla_kube::feed::Feeds::new(client.clone());
-    let sources = flotilla_gateway::sources(&mut feeds, client.clone(), &settings.token_secret);
-    let server = flotilla_gateway::serve(
-        flotilla_gateway::Settings {
-            bind: settings.bind,
-            cert_pem: certificate.cert_pem,
-            key_pem: certificate.key_pem,
-            front_proxy,
-            tunnel_socket: settings.tunnel_socket.clone(),
-        },
-        sources,
-    )
-    .await
-    .context("start the cluster gateway")?;
-    backend.address = settings.address.map(|ip| (ip, server.addr().port()));
-    eprintln!(
-        "flotilla hub: cluster gateway at https://{} through tunnels of {}",
-        server.addr(),
-        settings.tunnel_socket.display()
-    );
-    Ok(ServedGateway {
-        backend,
-        ca_pem: certificate.ca_pem,
-        _server: server,
-        _clusters: AbortOnDrop(tokio::spawn(feeds.run())),
-    })
 }
 
 /// Where the apiserver reaches the webhook: the Service, else a URL (its port known once the

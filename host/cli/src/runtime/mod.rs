@@ -4,9 +4,11 @@
 //!
 //! ```text
 //!  run (flags) ─▶ HubSettings ───────▶ hub::run ─────────▶ webhook, ops, leader lease ─▶ controllers
-//!              └▶ KlusterletSettings ─▶ klusterlet::run ─▶ ops ─▶ registration + work agents
+//!              ├▶ KlusterletSettings ─▶ klusterlet::run ─▶ ops ─▶ registration + work agents
+//!              └▶ GatewaySettings ────▶ gateway::run ────▶ ops ─▶ cluster gateway, APIService
 //! ```
 
+pub mod gateway;
 pub mod hub;
 pub mod klusterlet;
 mod ops;

@@ -32,19 +32,23 @@ pub async fn deployment_unready(
     Ok((ready < wanted).then(|| format!("Deployment {namespace}/{name}: {ready}/{wanted} ready")))
 }
 
-/// Whether the add-on is `Available` on every cluster; else what is not yet.
-pub(super) async fn addons_available(client: Client, clusters: &[String]) -> anyhow::Result<Option<String>> {
+/// Whether add-on `name` is `Available` on every cluster; else what is not yet.
+pub(super) async fn addons_available(
+    client: Client,
+    clusters: &[String],
+    name: &str,
+) -> anyhow::Result<Option<String>> {
     let mut missing = Vec::new();
     for cluster in clusters {
         let addon = Api::<ManagedClusterAddOn>::namespaced(client.clone(), cluster)
-            .get_opt(ADDON)
+            .get_opt(name)
             .await?;
         let available = addon
             .and_then(|a| a.status)
             .map(|s| status_of(&s.conditions, "Available"))
             .unwrap_or_else(|| "Unknown".into());
         if available != conditions::TRUE {
-            missing.push(format!("{cluster}: {ADDON} Available={available}"));
+            missing.push(format!("{cluster}: {name} Available={available}"));
         }
     }
     Ok((!missing.is_empty()).then(|| missing.join(", ")))

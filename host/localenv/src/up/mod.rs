@@ -33,6 +33,7 @@
 //! ```
 
 mod checks;
+pub mod ecosystem;
 mod progress;
 mod start;
 mod steps;
@@ -46,6 +47,7 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
 pub use checks::{addon_works, deployment_unready, status_of};
+pub use ecosystem::Ecosystem;
 pub use flotilla_registration::names::{
     AGENT_NAMESPACE as KLUSTERLET_NAMESPACE, HUB_DEPLOYMENT, HUB_NAMESPACE, KLUSTERLET_DEPLOYMENT,
 };
@@ -85,6 +87,9 @@ pub struct Environment {
     /// Whether each managed cluster has a node.
     #[serde(default)]
     pub nodes: bool,
+    /// The ecosystem add-ons installed.
+    #[serde(default)]
+    pub ecosystem: Vec<Ecosystem>,
     /// Whether every step finished.
     pub complete: bool,
 }
@@ -178,6 +183,8 @@ pub struct Plan {
     pub addon: bool,
     /// Whether each control plane gets a node.
     pub nodes: bool,
+    /// The ecosystem add-ons to install (their agents need nodes).
+    pub ecosystem: Vec<Ecosystem>,
 }
 
 impl Plan {
@@ -244,10 +251,12 @@ pub async fn run(plan: &Plan, progress: &Progress) -> anyhow::Result<Environment
         control_planes,
         addon: plan.addon,
         nodes: plan.nodes,
+        ecosystem: plan.ecosystem.clone(),
         complete: false,
     };
     write_env(&plan.state, &env)?;
     let built = steps::build(plan, progress).await?;
+    let ecosystem_plugins = ecosystem::build(plan, progress).await?;
     let infrastructure = steps::infrastructure(plan, progress, built.agent).await?;
     let image = infrastructure.flotilla_image.as_deref();
     let token = steps::install_hub(plan, progress, image).await?;
@@ -256,7 +265,16 @@ pub async fn run(plan: &Plan, progress: &Progress) -> anyhow::Result<Environment
     if let Some(plugin) = &built.plugin {
         steps::enable_addon(plan, progress, plugin, &infrastructure.registry_address).await?;
     }
+    ecosystem::enable(
+        plan,
+        progress,
+        &ecosystem_plugins,
+        &infrastructure.registry_address,
+        infrastructure.tunnel.as_ref(),
+    )
+    .await?;
     steps::await_running(plan, progress).await?;
+    ecosystem::await_running(plan, progress).await?;
     env.complete = true;
     write_env(&plan.state, &env)?;
     Ok(env)

@@ -85,12 +85,13 @@ pub(super) fn record_control_planes(plan: &Plan, started: Vec<ControlPlane>) -> 
 /// `kubernetes` Service so that its pods (klusterlet, agents) reach the hub, and the hub's
 /// exposing the registry to the hub's pods (plugin pulls); then detaches and records their
 /// processes (`<control plane>-node-<component>`). A failed node drops the others, which stops
-/// them. Returns where the registry is reachable from the hub's pods and from this host.
+/// them. Returns where the registry is reachable from the hub's pods and from this host, and
+/// the hub node's address (this host's, as every node's pods reach it).
 pub(super) async fn start_nodes(
     plan: &Plan,
     control_planes: &[ControlPlane],
     registry: &Registry,
-) -> anyhow::Result<(String, String)> {
+) -> anyhow::Result<((String, Ipv4Addr), String)> {
     let hub = control_planes.first().context("no hub control plane")?;
     let starts = control_planes.iter().map(|cp| async move {
         let dir = plan.node_dir(cp.name());
@@ -101,12 +102,13 @@ pub(super) async fn start_nodes(
         Ok::<_, anyhow::Error>((cp.name().to_owned(), node))
     });
     let mut nodes = futures::future::try_join_all(starts).await?;
-    let registry_address = nodes
+    let hub_node = &mut nodes
         .iter_mut()
         .find(|(name, _)| name == HUB)
         .context("no hub node")?
-        .1
-        .expose_registry(registry)?;
+        .1;
+    let hub_address = hub_node.address();
+    let registry_address = hub_node.expose_registry(registry)?;
     let mut started = Vec::new();
     for (name, node) in nodes {
         let logs: Vec<(&str, PathBuf)> = ["containerd", "kubelet", "kube-scheduler"]
@@ -127,7 +129,7 @@ pub(super) async fn start_nodes(
         }
         started.push(format!("{name}-node at {address}"));
     }
-    Ok((registry_address, started.join(", ")))
+    Ok(((registry_address, hub_address), started.join(", ")))
 }
 
 /// Waits until deploy/hub's Deployment, installed by `flotilla init --image`, has its two
@@ -242,7 +244,7 @@ pub(super) async fn start_addon_agents(plan: &Plan) -> anyhow::Result<((), Strin
 
 /// Starts `command` (this environment's own kubeconfigs only) with its output in `log`, in a
 /// process group of its own, so that a terminal's hang-up or Ctrl-C does not reach it.
-fn spawn_in_background(
+pub(super) fn spawn_in_background(
     mut command: std::process::Command,
     log: &Path,
 ) -> anyhow::Result<std::process::Child> {

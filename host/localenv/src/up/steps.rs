@@ -10,6 +10,7 @@ use anyhow::{Context as _, anyhow};
 use super::{
     ADDON, HUB, KLUSTERLET_DEPLOYMENT, KLUSTERLET_NAMESPACE, NODES_DIR, Plan,
     checks::{addons_available, await_ready, clusters_available, plugin_ready, works_applied},
+    ecosystem::{Ecosystem, TunnelEndpoint, start_tunnel_server},
     progress::{Progress, step},
     start::{
         flotilla, hub_pods_ready, record_control_planes, start_addon_agents, start_control_planes, start_hub,
@@ -69,6 +70,8 @@ pub(super) struct Infrastructure {
     pub(super) registry_address: String,
     /// The Flotilla image in the registry, with nodes.
     pub(super) flotilla_image: Option<String>,
+    /// The cluster-proxy tunnel server, with that add-on.
+    pub(super) tunnel: Option<TunnelEndpoint>,
 }
 
 /// Starts the registry, the control planes and, with nodes, a node each and the images they
@@ -106,14 +109,42 @@ pub(super) async fn infrastructure(
     .await?;
     let mut registry_address = format!("127.0.0.1:{}", plan.layout.registry());
     let mut flotilla_image = None;
+    let mut tunnel = None;
     if plan.nodes {
-        registry_address = step(
+        let hub_node;
+        (registry_address, hub_node) = step(
             progress,
             &format!("start a node per control plane ({})", names.join(", ")),
             Some(plan.state.join(NODES_DIR)),
             start_nodes(plan, &control_planes, &registry),
         )
         .await?;
+        for addon in &plan.ecosystem {
+            step(
+                progress,
+                &format!("push the {addon} agent image"),
+                Some(registry_log.clone()),
+                async {
+                    let pushed = crate::image::push_agent(&registry, addon.image()).await?;
+                    Ok(((), pushed))
+                },
+            )
+            .await?;
+        }
+        if plan.ecosystem.contains(&Ecosystem::ClusterProxy) {
+            let hub = control_planes
+                .first()
+                .ok_or_else(|| anyhow!("no hub control plane"))?;
+            tunnel = Some(
+                step(
+                    progress,
+                    "start the cluster-proxy tunnel server",
+                    Some(plan.state.join("cluster-proxy").join("server.log")),
+                    async { start_tunnel_server(plan, hub, hub_node.into()) },
+                )
+                .await?,
+            );
+        }
         let pushed = step(
             progress,
             "push the Flotilla image",
@@ -152,6 +183,7 @@ pub(super) async fn infrastructure(
     Ok(Infrastructure {
         registry_address,
         flotilla_image,
+        tunnel,
     })
 }
 
@@ -314,45 +346,7 @@ pub(super) async fn enable_addon(
 ) -> anyhow::Result<()> {
     let hub_admin = plan.admin_kubeconfig(HUB);
     let list = plan.clusters.join(",");
-    let reference = format!("{registry_address}/addons/{ADDON}:v1");
-    let plugin = plugin.display().to_string();
-    let push = ["plugin", "push", &plugin, &reference, "--insecure"];
-    let digest = step(
-        progress,
-        "push helloworld to the registry",
-        Some(plan.steps_log()),
-        async {
-            let out = flotilla(plan, &hub_admin, &push).await?;
-            let digest = out
-                .lines()
-                .find_map(|l| l.strip_prefix("digest:"))
-                .and_then(|rest| rest.split_whitespace().next())
-                .map(str::to_owned)
-                .ok_or_else(|| anyhow!("`flotilla plugin push` printed no digest: {out}"))?;
-            Ok((digest, reference.clone()))
-        },
-    )
-    .await?;
-    let register = [
-        "plugin",
-        "register",
-        ADDON,
-        "--oci",
-        &reference,
-        "--digest",
-        &digest,
-        "--insecure",
-    ];
-    step(
-        progress,
-        "register the helloworld AddOnPlugin",
-        Some(plan.steps_log()),
-        async {
-            flotilla(plan, &hub_admin, &register).await?;
-            Ok(((), digest.clone()))
-        },
-    )
-    .await?;
+    publish_plugin(plan, progress, ADDON, plugin, registry_address).await?;
     let enable = ["addon", "enable", "--names", ADDON, "--clusters", &list];
     step(
         progress,
@@ -374,6 +368,57 @@ pub(super) async fn enable_addon(
         .await?;
     }
     Ok(())
+}
+
+/// Pushes plugin `addon` to the registry and registers its AddOnPlugin by digest, as its
+/// author and the hub admin do.
+pub(super) async fn publish_plugin(
+    plan: &Plan,
+    progress: &Progress,
+    addon: &str,
+    plugin: &std::path::Path,
+    registry_address: &str,
+) -> anyhow::Result<()> {
+    let hub_admin = plan.admin_kubeconfig(HUB);
+    let reference = format!("{registry_address}/addons/{addon}:v1");
+    let plugin = plugin.display().to_string();
+    let push = ["plugin", "push", &plugin, &reference, "--insecure"];
+    let digest = step(
+        progress,
+        &format!("push {addon} to the registry"),
+        Some(plan.steps_log()),
+        async {
+            let out = flotilla(plan, &hub_admin, &push).await?;
+            let digest = out
+                .lines()
+                .find_map(|l| l.strip_prefix("digest:"))
+                .and_then(|rest| rest.split_whitespace().next())
+                .map(str::to_owned)
+                .ok_or_else(|| anyhow!("`flotilla plugin push` printed no digest: {out}"))?;
+            Ok((digest, reference.clone()))
+        },
+    )
+    .await?;
+    let register = [
+        "plugin",
+        "register",
+        addon,
+        "--oci",
+        &reference,
+        "--digest",
+        &digest,
+        "--insecure",
+    ];
+    step(
+        progress,
+        &format!("register the {addon} AddOnPlugin"),
+        Some(plan.steps_log()),
+        async {
+            flotilla(plan, &hub_admin, &register).await?;
+            Ok(((), digest.clone()))
+        },
+    )
+    .await
 }
 
 /// Waits until the clusters are Available and, with the add-on, its plugin is loaded, its
@@ -427,7 +472,10 @@ pub(super) async fn await_running(plan: &Plan, progress: &Progress) -> anyhow::R
         },
         Some(plan.logs()),
         async {
-            await_ready(&client, plan.timeout, |c| addons_available(c, &plan.clusters)).await?;
+            await_ready(&client, plan.timeout, |c| {
+                addons_available(c, &plan.clusters, ADDON)
+            })
+            .await?;
             Ok(((), String::new()))
         },
     )
