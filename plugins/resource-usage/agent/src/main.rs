@@ -15,14 +15,13 @@
 //!    AddOnPlacementScore resource-usage-score in <cluster>, status {scores, validUntil}
 //! ```
 //!
-//! The scores themselves are in [`score`]; what is written when, in [`publish`]. The hub
-//! credential is rotated by the klusterlet, which rewrites the mounted secret: the agent rereads
-//! the files every [`flotilla_addon_agent::credential::CHECK`] and reconnects when they changed.
+//! The scores themselves are in the crate's library ([`resource_usage_agent::score`]); what is
+//! written when, in [`publish`]. The hub credential is rotated by the klusterlet, which rewrites
+//! the mounted secret: the agent rereads the files every
+//! [`flotilla_addon_agent::credential::CHECK`] and reconnects when they changed.
 //! Both that and the Lease are [`flotilla_addon_agent`]'s, shared with the other add-ons' agents.
 
 mod publish;
-mod quantity;
-mod score;
 
 use std::{path::PathBuf, time::Duration};
 
@@ -45,6 +44,7 @@ use kube::{
         watcher,
     },
 };
+use resource_usage_agent::score;
 
 /// Command line, as the plugin's Deployment passes it.
 #[derive(Debug, Parser)]

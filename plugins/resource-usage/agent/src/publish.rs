@@ -27,7 +27,7 @@ use kube::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::score::Score;
+use resource_usage_agent::score::Score;
 
 /// The object's name, as in OCM (`AddOnPlacementScoresName`): placements name it in
 /// `scoreCoordinate.addOn.resourceName`.

@@ -534,3 +534,34 @@ fn a_pod_without_a_spec_requests_nothing() {
     let bare = Pod::default();
     assert_eq!(pod_request(&bare, "cpu"), 0.0);
 }
+
+// === quantities at the edges ===
+
+/// The API server takes decimal quantities of any size, and OCM reads those past f64 as
+/// infinite: a node claiming that much is all free, until a pod claims as much (infinity less
+/// infinity is no figure, so nothing free). Before, both read as nothing, so the node was left
+/// out and the pod counted as requesting 0.
+#[test]
+fn an_infinite_allocatable_is_all_free_until_an_infinite_request_lands_on_it() {
+    let huge = node("a").allocatable(&[("cpu", "1e400")]);
+    let scores = scores_of(std::slice::from_ref(&huge), &[pod("a", &[("cpu", "8")])]);
+    assert_eq!(value(&scores, "cpuNodeAvailable"), MAX_SCORE);
+    assert_eq!(value(&scores, "cpuClusterAvailable"), MAX_SCORE);
+
+    let full = scores_of(&[huge], &[pod("a", &[("cpu", "1e400")])]);
+    assert_eq!(value(&full, "cpuNodeAvailable"), MIN_SCORE);
+    assert_eq!(value(&full, "cpuClusterAvailable"), MIN_SCORE);
+    assert_eq!(value(&full, CPU_AVAILABLE), MIN_SCORE);
+}
+
+/// A request far below one nano-unit still requests something, as in apimachinery: a node
+/// with exactly 100 cores and such a pod has less than 100 free (before, the request read as 0
+/// and the node scored 100).
+#[test]
+fn a_request_below_one_nano_unit_still_counts() {
+    let scores = scores_of(
+        &[node("a").allocatable(&[("cpu", "100")])],
+        &[pod("a", &[("cpu", "1e-400")])],
+    );
+    assert_eq!(value(&scores, "cpuNodeAvailable"), 99);
+}
