@@ -118,7 +118,7 @@ pub struct GatewayArgs {
     pub cluster_gateway_service: (String, String),
     /// For a hub outside the hub cluster: the address the apiserver reaches the gateway at (not
     /// loopback, which the apiserver refuses as an endpoint); the hub writes the Service's
-    /// Endpoints. Without it, the Service selects the hub's pods (deploy/hub).
+    /// Endpoints. Without it, the Service selects the gateway's pods (deploy/cluster-gateway).
     #[arg(long, requires = "cluster_gateway_tunnel_socket")]
     pub cluster_gateway_address: Option<std::net::IpAddr>,
     /// The Secret in each cluster namespace holding the managed service account token the
@@ -127,9 +127,9 @@ pub struct GatewayArgs {
     pub cluster_gateway_token_secret: String,
 }
 
-/// deploy/hub's Service in front of the replicas' cluster gateways.
-const DEFAULT_GATEWAY_SERVICE: &str = "open-cluster-management-hub/flotilla-hub-cluster-gateway";
-/// The port the gateway listens on in deploy/hub's pods.
+/// deploy/cluster-gateway's Service in front of the cluster gateway.
+const DEFAULT_GATEWAY_SERVICE: &str = "open-cluster-management-hub/flotilla-cluster-gateway";
+/// The port the gateway listens on in deploy/cluster-gateway's pod.
 const DEFAULT_GATEWAY_PORT: u16 = 9444;
 
 impl GatewayArgs {
@@ -157,6 +157,14 @@ impl GatewayArgs {
 pub struct ClusterGatewayArgs {
     #[command(flatten)]
     pub gateway: GatewayArgs,
+    /// Write the cluster-proxy tunnel server's credentials into this directory first (its
+    /// agents' CA, and a serving certificate kept in Secret flotilla-hub-cluster-proxy-serving),
+    /// for a tunnel server beside this process (deploy/cluster-gateway).
+    #[arg(long, requires = "tunnel_server_host")]
+    pub tunnel_credentials_dir: Option<PathBuf>,
+    /// A name agents reach the tunnel server by (repeatable): it goes into its certificate.
+    #[arg(long)]
+    pub tunnel_server_host: Vec<String>,
     #[command(flatten)]
     pub ops: OpsArgs,
 }
@@ -352,7 +360,14 @@ pub async fn cluster_gateway(global: &GlobalArgs, args: &ClusterGatewayArgs) -> 
     };
     let shutdown = runtime::shutdown_signal()?;
     let (client, _) = instrumented_client(global).await.context("connect to the hub")?;
-    runtime::gateway::run(client, settings, args.ops.ops_bind, shutdown).await
+    let credentials = args
+        .tunnel_credentials_dir
+        .clone()
+        .map(|dir| runtime::gateway::TunnelCredentials {
+            dir,
+            hosts: args.tunnel_server_host.clone(),
+        });
+    runtime::gateway::run(client, settings, credentials, args.ops.ops_bind, shutdown).await
 }
 
 /// Runs the klusterlet against the managed cluster of `--kubeconfig` until interrupted.

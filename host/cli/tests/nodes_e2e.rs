@@ -15,6 +15,10 @@
 //! is Available because its lease is renewed, and a ConfigMap of the cluster namespace on the hub
 //! appears on the cluster. helloworld-config runs the same agent with health mode `customized`:
 //! Available from its Deployment's feedback, not Available while its container is down.
+//!
+//! deploy/cluster-gateway runs beside the hub (the gateway and the cluster-proxy tunnel server
+//! in one pod, from the same image): a cluster-proxy agent's tunnel through it carries
+//! `kubectl get --raw …/clustergateways/cluster1/proxy/healthz` to cluster1.
 
 #![allow(
     clippy::unwrap_used,
@@ -289,6 +293,9 @@ async fn klusterlet_pod_from_the_flotilla_image_runs_a_work_whose_feedback_follo
             hub_node.log_tail("kubelet", 20)
         );
     }
+    // deploy/cluster-gateway beside it: the gateway and the tunnel server in one pod.
+    let gateway_overlay = overlay(state, "cluster-gateway", &flotilla_image, "");
+    kubectl(&hub, &["apply", "-k", gateway_overlay.to_str().unwrap()]);
     let admin = hub.admin_kubeconfig();
     let token = hub_token(&ok(flotilla_at(state, admin, &["init"])));
 
@@ -381,6 +388,8 @@ async fn klusterlet_pod_from_the_flotilla_image_runs_a_work_whose_feedback_follo
     until_available(&works, 1).await;
     until_available(&works, 2).await;
 
+    the_deployed_gateway_reaches_the_cluster_through_its_tunnel_server(&hub, &hub_node, &cluster).await;
+
     let hub_side = HubSide {
         client: &hub_admin,
         node: &mut hub_node,
@@ -389,6 +398,115 @@ async fn klusterlet_pod_from_the_flotilla_image_runs_a_work_whose_feedback_follo
         admin,
     };
     real_addon_agents(hub_side, &managed, &node, &registry).await;
+}
+
+/// deploy/cluster-gateway's pod serves the ClusterGateway API behind the hub's aggregation
+/// layer, and its tunnel server (with the credentials the gateway wrote for it) carries a
+/// cluster-proxy agent's tunnel: `kubectl get --raw …/clustergateways/cluster1/proxy/healthz`
+/// answers from cluster1. The agent is a process here with an add-on credential the hub's CA
+/// signed, dialing the pod's address and verifying the server for its Service name. cluster1
+/// reports no apiserver URL (as OCM's klusterlet reports none by default), so the gateway
+/// verifies it with the CA beside the managed service account's token.
+async fn the_deployed_gateway_reaches_the_cluster_through_its_tunnel_server(
+    hub: &ControlPlane,
+    hub_node: &Node,
+    cluster: &ControlPlane,
+) {
+    use flotilla_api::authentication::consts::{
+        IS_MANAGED_SERVICE_ACCOUNT_LABEL, IS_MANAGED_SERVICE_ACCOUNT_VALUE,
+    };
+    use k8s_openapi::api::core::v1::{Pod, Secret};
+    let hub_admin = hub.admin_client().await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(hub_admin.clone(), "open-cluster-management-hub");
+    if let Err(e) = until_ready_replicas(
+        &deployments,
+        "flotilla-cluster-gateway",
+        1,
+        Duration::from_secs(120),
+    )
+    .await
+    {
+        panic!(
+            "{e}
+gateway pod:
+{}",
+            hub_node.pod_log_tail("open-cluster-management-hub", "flotilla-cluster-gateway", 30)
+        );
+    }
+    kubectl(cluster, &["create", "namespace", "gateway-msa"]);
+    kubectl(
+        cluster,
+        &["create", "serviceaccount", "cluster-gateway", "-n", "gateway-msa"],
+    );
+    let token = kubectl(
+        cluster,
+        &["create", "token", "cluster-gateway", "-n", "gateway-msa"],
+    );
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "cluster-gateway", "namespace": "cluster1",
+                     "labels": {IS_MANAGED_SERVICE_ACCOUNT_LABEL: IS_MANAGED_SERVICE_ACCOUNT_VALUE}},
+        "stringData": {"token": token.trim(), "ca.crt": cluster.ca_pem()},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(hub_admin.clone(), "cluster1")
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+
+    let pods = Api::<Pod>::namespaced(hub_admin.clone(), "open-cluster-management-hub")
+        .list(&kube::api::ListParams::default().labels("app=flotilla-cluster-gateway"))
+        .await
+        .unwrap()
+        .items;
+    let pod_ip = pods
+        .iter()
+        .find_map(|p| p.status.as_ref()?.pod_ip.clone())
+        .unwrap_or_else(|| panic!("no gateway pod address: {pods:?}"));
+    let server_ca = Api::<Secret>::namespaced(hub_admin.clone(), "open-cluster-management-hub")
+        .get("flotilla-hub-cluster-proxy-serving")
+        .await
+        .unwrap()
+        .data
+        .unwrap()
+        .remove("ca.crt")
+        .unwrap();
+    let group = "system:open-cluster-management:cluster:cluster1:addon:cluster-proxy";
+    let credential = hub
+        .issue_client(&format!("{group}:agent:cluster-proxy"), &[group])
+        .unwrap();
+    let _agent = flotilla_testing::tunnel::TunnelAgent::start_verifying(
+        &format!("wss://{pod_ip}:8132/connect"),
+        &String::from_utf8(server_ca.0).unwrap(),
+        &credential,
+        cluster.server().trim_start_matches("https://"),
+        Some("flotilla-cluster-proxy.open-cluster-management-hub.svc"),
+    )
+    .unwrap();
+    let healthz = flotilla_api::gateway::consts::proxy_path("cluster1", "/healthz");
+    let answer = wait::until(
+        "cluster1's healthz through the deployed gateway",
+        Duration::from_secs(90),
+        || {
+            let output = hub.kubectl().args(["get", "--raw", &healthz]).output().unwrap();
+            async move {
+                if output.status.success() {
+                    Ok(Some(String::from_utf8_lossy(&output.stdout).into_owned()))
+                } else {
+                    Err(String::from_utf8_lossy(&output.stderr).into_owned())
+                }
+            }
+        },
+    )
+    .await;
+    let answer = answer.unwrap_or_else(|e| {
+        panic!(
+            "{e}
+gateway pod:
+{}",
+            hub_node.pod_log_tail("open-cluster-management-hub", "flotilla-cluster-gateway", 30)
+        )
+    });
+    assert_eq!(answer, "ok");
 }
 
 /// What the add-on part acts with on the hub's side.

@@ -29,6 +29,19 @@ use flotilla_kube::feed::Feeds;
 /// the hub's replicas.
 pub const CERTIFICATE_SECRET: &str = "flotilla-hub-cluster-gateway-serving";
 
+/// Secret (in the hub namespace) holding the cluster-proxy tunnel server's CA and serving
+/// certificate, which `flotilla cluster-gateway --tunnel-credentials-dir` writes out for it.
+pub const TUNNEL_CERTIFICATE_SECRET: &str = "flotilla-hub-cluster-proxy-serving";
+/// The files of the tunnel server's credentials, as deploy/cluster-gateway names them.
+pub mod tunnel_files {
+    /// The CA of the agents' client certificates.
+    pub const AGENT_CA: &str = "agent-ca.crt";
+    /// The serving certificate.
+    pub const CERT: &str = "tls.crt";
+    /// Its private key.
+    pub const KEY: &str = "tls.key";
+}
+
 /// What the gateway reads: the ManagedClusters, from the process's feeds (the hub's one cache
 /// of them), and each cluster's token Secret `token_secret` (OCM's cluster-gateway names its
 /// ManagedServiceAccount `cluster-gateway`), read with `client` one at a time.

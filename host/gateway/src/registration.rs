@@ -37,6 +37,11 @@ pub enum RegistrationError {
         "the kube-apiserver has no aggregation layer configured (ConfigMap kube-system/extension-apiserver-authentication has no requestheader-client-ca-file)"
     )]
     NoFrontProxy,
+    /// The apiserver publishes no client CA: it was started without `--client-ca-file`.
+    #[error(
+        "the kube-apiserver verifies no client certificates (ConfigMap kube-system/extension-apiserver-authentication has no client-ca-file)"
+    )]
+    NoClientCa,
 }
 
 /// The front proxy the hub's kube-apiserver calls aggregated servers as.
@@ -61,6 +66,21 @@ pub async fn front_proxy(client: &kube::Client) -> Result<FrontProxy, Registrati
         ca_pem,
         allowed_names,
     })
+}
+
+/// The CA the hub's kube-apiserver verifies client certificates with (`client-ca-file`): what
+/// signs the add-on credentials the klusterlets obtain, and so the cluster-proxy agents'.
+pub async fn client_ca(client: &kube::Client) -> Result<String, RegistrationError> {
+    let (namespace, name) = AUTHENTICATION_CONFIGMAP;
+    Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .map_err(|e| RegistrationError::Kube("read the apiserver's authentication ConfigMap", e))?
+        .data
+        .unwrap_or_default()
+        .remove("client-ca-file")
+        .filter(|ca| !ca.trim().is_empty())
+        .ok_or(RegistrationError::NoClientCa)
 }
 
 /// Where the apiserver reaches the gateway: Service `namespace/service`, port 443.

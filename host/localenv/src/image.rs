@@ -323,9 +323,10 @@ pub fn local_name((repository, tag): (&str, &str)) -> String {
 }
 
 /// Pushes the Flotilla image: `binary` (debug sections stripped, the result cached by the
-/// binary's contents), the shared libraries it links, and the host's CA bundle so that HTTPS
-/// plugin pulls work inside it: the layout `deploy/Containerfile` builds, from the binary at
-/// hand instead of a fresh release build. Runs as [`NONROOT`], with the plugin cache on the
+/// binary's contents), the shared libraries it links, the static reverse-tunnel binary at
+/// [`TUNNEL_PROGRAM`] (deploy/hub's tunnel server runs it) and the host's CA bundle so that
+/// HTTPS plugin pulls work inside it: the layout `deploy/Containerfile` builds, from the binary
+/// at hand instead of a fresh release build. Runs as [`NONROOT`], with the plugin cache on the
 /// volume `deploy/hub` mounts. Returns the reference by digest.
 pub async fn push_flotilla(registry: &Registry, binary: &Path) -> Result<String> {
     push_flotilla_trusting(registry, binary, "").await
@@ -334,6 +335,9 @@ pub async fn push_flotilla(registry: &Registry, binary: &Path) -> Result<String>
 /// [`push_flotilla`] with `ca_pem` added to the image's CA bundle, as an operator adds a private
 /// registry's CA: plugin pulls over HTTPS verify with the bundle in the image.
 pub async fn push_flotilla_trusting(registry: &Registry, binary: &Path, ca_pem: &str) -> Result<String> {
+    let tunnel = tokio::task::spawn_blocking(crate::tunnel::tunnel_binary)
+        .await
+        .map_err(|e| Error::Binary(format!("build task: {e}")))??;
     push_program(
         registry,
         ("flotilla/flotilla", "local"),
@@ -341,9 +345,13 @@ pub async fn push_flotilla_trusting(registry: &Registry, binary: &Path, ca_pem: 
         "/flotilla",
         vec!["FLOTILLA_CACHE_DIR=/var/cache/flotilla".into()],
         ca_pem,
+        &[(tunnel, TUNNEL_PROGRAM)],
     )
     .await
 }
+
+/// Where the Flotilla image holds the reverse-tunnel binary.
+pub const TUNNEL_PROGRAM: &str = "/flotilla-tunnel";
 
 /// Pushes agent image `image` (an entry of [`AGENT_IMAGES`]), building its program first if
 /// needed. Returns the reference by digest.
@@ -358,7 +366,7 @@ pub async fn push_agent(registry: &Registry, image: (&str, &str)) -> Result<Stri
 /// Pushes agent image `image` (an entry of [`AGENT_IMAGES`]) of the program `binary`.
 pub async fn push_agent_binary(registry: &Registry, image: (&str, &str), binary: &Path) -> Result<String> {
     let agent = agent_image(image)?;
-    push_program(registry, agent.image, binary, agent.path, Vec::new(), "").await
+    push_program(registry, agent.image, binary, agent.path, Vec::new(), "", &[]).await
 }
 
 /// The entry of [`AGENT_IMAGES`] for `image`.
@@ -399,8 +407,8 @@ pub async fn push_cluster_proxy_agent(registry: &Registry) -> Result<String> {
 
 /// Pushes an image of one program: `binary` at `path` (debug sections stripped, cached by
 /// contents), the libraries it links (none for a static one) and the host's CA bundle followed by
-/// `extra_ca_pem`, run as [`NONROOT`] with `env` (plus `SSL_CERT_FILE`). Returns the reference
-/// by digest.
+/// `extra_ca_pem`, and the static programs `companions` at their paths, run as [`NONROOT`] with
+/// `env` (plus `SSL_CERT_FILE`). Returns the reference by digest.
 async fn push_program(
     registry: &Registry,
     (repository, tag): (&str, &str),
@@ -408,13 +416,26 @@ async fn push_program(
     path: &str,
     mut env: Vec<String>,
     extra_ca_pem: &str,
+    companions: &[(PathBuf, &str)],
 ) -> Result<String> {
     let binary = binary.to_path_buf();
     let in_image = path.to_owned();
     let extra_ca_pem = extra_ca_pem.to_owned();
-    let files = tokio::task::spawn_blocking(move || program_files(&binary, &in_image, &extra_ca_pem))
-        .await
-        .map_err(|e| Error::Binary(format!("image task: {e}")))??;
+    let companions: Vec<(PathBuf, String)> = companions
+        .iter()
+        .map(|(program, path)| (program.clone(), (*path).to_owned()))
+        .collect();
+    let files = tokio::task::spawn_blocking(move || {
+        let mut files = program_files(&binary, &in_image, &extra_ca_pem)?;
+        for (program, path) in &companions {
+            let bytes =
+                std::fs::read(program).map_err(crate::error::io(format!("read {}", program.display())))?;
+            files.push(ImageFile::executable(path, bytes));
+        }
+        Ok::<_, Error>(files)
+    })
+    .await
+    .map_err(|e| Error::Binary(format!("image task: {e}")))??;
     env.push(format!("SSL_CERT_FILE={CA_BUNDLE}"));
     push(
         registry,

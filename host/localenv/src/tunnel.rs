@@ -240,6 +240,18 @@ impl TunnelAgent {
         credential: &CertAndKey,
         target: &str,
     ) -> Result<Self> {
+        Self::start_verifying(server_url, server_ca_pem, credential, target, None)
+    }
+
+    /// [`TunnelAgent::start`], verifying the server's certificate for `server_name` instead of
+    /// the URL's host (a server reached at an address its certificate does not name).
+    pub fn start_verifying(
+        server_url: &str,
+        server_ca_pem: &str,
+        credential: &CertAndKey,
+        target: &str,
+        server_name: Option<&str>,
+    ) -> Result<Self> {
         let binary = tunnel_binary()?;
         let dir = scratch::create("tunnel-agent")?;
         let write = |name: &str, text: &str| -> Result<PathBuf> {
@@ -259,6 +271,10 @@ impl TunnelAgent {
             format!("--key={}", path(&key)),
             format!("--target={target}"),
         ];
+        let args: Vec<String> = args
+            .into_iter()
+            .chain(server_name.map(|name| format!("--hub-server-name={name}")))
+            .collect();
         let log = dir.path().join("agent.log");
         let child = processes::spawn_logged(&binary, &args, "tunnel-agent", &log, Lifetime::Tied, |_| {})?;
         Ok(Self { child, dir })

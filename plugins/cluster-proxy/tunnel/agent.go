@@ -25,6 +25,7 @@ func runAgent(args []string) error {
 	certFile := fs.String("cert", "", "the agent's client certificate (the add-on credential, tls.crt)")
 	keyFile := fs.String("key", "", "the agent's private key (tls.key)")
 	target := fs.String("target", "", "this cluster's kube-apiserver, host:port (default: the in-cluster service)")
+	serverName := fs.String("hub-server-name", "", "the name the tunnel server's certificate is verified for (default: the URL's host)")
 	_ = fs.Parse(args)
 	if *hubURL == "" || *caFile == "" || *certFile == "" || *keyFile == "" {
 		return errors.New("--hub-url, --hub-ca, --cert and --key are required")
@@ -50,7 +51,7 @@ func runAgent(args []string) error {
 	}
 	for {
 		// The klusterlet rotates the credential in place: every attempt reads the files anew.
-		dialer, err := websocketDialer(*caFile, *certFile, *keyFile)
+		dialer, err := websocketDialer(*caFile, *certFile, *keyFile, *serverName)
 		if err != nil {
 			log.Printf("load credentials: %v", err)
 		} else {
@@ -65,7 +66,7 @@ func runAgent(args []string) error {
 	}
 }
 
-func websocketDialer(caFile, certFile, keyFile string) (*websocket.Dialer, error) {
+func websocketDialer(caFile, certFile, keyFile, serverName string) (*websocket.Dialer, error) {
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("read hub CA: %w", err)
@@ -83,6 +84,7 @@ func websocketDialer(caFile, certFile, keyFile string) (*websocket.Dialer, error
 		TLSClientConfig: &tls.Config{
 			RootCAs:      pool,
 			Certificates: []tls.Certificate{cert},
+			ServerName:   serverName,
 			MinVersion:   tls.VersionTLS12,
 		},
 	}, nil

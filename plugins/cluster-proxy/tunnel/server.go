@@ -40,9 +40,13 @@ func runServer(args []string) error {
 	caFile := fs.String("agent-ca", "", "CA bundle that signs agent credentials (the hub's client CA)")
 	addon := fs.String("addon-name", "cluster-proxy", "the add-on whose agent credentials are accepted")
 	socket := fs.String("proxy-socket", "", "unix socket the hub opens tunnels through")
+	wait := fs.Duration("credentials-wait", 0, "how long to wait for the certificate, key and CA files to appear (another container writes them)")
 	_ = fs.Parse(args)
 	if *certFile == "" || *keyFile == "" || *caFile == "" || *socket == "" {
 		return errors.New("--tls-cert, --tls-key, --agent-ca and --proxy-socket are required")
+	}
+	if err := awaitFiles(*wait, *certFile, *keyFile, *caFile); err != nil {
+		return err
 	}
 
 	pem, err := os.ReadFile(*caFile)
@@ -102,6 +106,24 @@ func runServer(args []string) error {
 	case err := <-errs:
 		return err
 	}
+}
+
+// awaitFiles waits up to wait for every file to exist.
+func awaitFiles(wait time.Duration, files ...string) error {
+	deadline := time.Now().Add(wait)
+	for _, file := range files {
+		for {
+			_, err := os.Stat(file)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+				return fmt.Errorf("credential file %s: %w", file, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // authorizer keys each tunnel by the cluster its verified client certificate names.

@@ -1,6 +1,8 @@
-//! The cluster gateway as the process serves it: inside `flotilla hub` (every replica serves,
-//! the leader registers), or alone as `flotilla cluster-gateway` beside a tunnel server that
-//! is not in the hub's pods (`flotilla up`).
+//! The cluster gateway as the process serves it: alone as `flotilla cluster-gateway` beside the
+//! cluster-proxy tunnel server (deploy/cluster-gateway's one pod, or `flotilla up`'s processes),
+//! or inside `flotilla hub` (every replica serves, the leader registers; every replica needs
+//! the tunnels then, so it suits one replica beside its tunnel server). Agents hold their
+//! tunnel to one server, and only a gateway beside that server can use it.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -18,7 +20,7 @@ pub struct GatewaySettings {
     /// The Service (namespace, name) the APIService names.
     pub service: (String, String),
     /// For a hub outside the cluster: the address the apiserver reaches it at, which the
-    /// Service's Endpoints name. `None`: the Service selects the hub's pods (deploy/hub).
+    /// Service's Endpoints name. `None`: the Service selects the gateway's pods (deploy/cluster-gateway).
     pub address: Option<IpAddr>,
     /// The managed service account token Secret in each cluster namespace.
     pub token_secret: String,
@@ -107,14 +109,84 @@ impl ServedGateway {
     }
 }
 
-/// `flotilla cluster-gateway`: serves and registers the gateway, with the metrics and health
-/// endpoint at `ops_bind`, until `shutdown` resolves.
+/// Where `flotilla cluster-gateway` writes the tunnel server's credentials, and for which names.
+#[derive(Clone, Debug)]
+pub struct TunnelCredentials {
+    /// The directory the tunnel server reads them from (deploy/cluster-gateway's shared volume).
+    pub dir: PathBuf,
+    /// The names agents reach the tunnel server by.
+    pub hosts: Vec<String>,
+}
+
+/// Writes the tunnel server's credentials into `credentials.dir`: the CA of the agents' client
+/// certificates (the hub apiserver's client CA, which signs the add-on credentials) and a
+/// serving certificate for `credentials.hosts`, kept in Secret
+/// [`flotilla_gateway::TUNNEL_CERTIFICATE_SECRET`] so that a restart serves the same one (its
+/// CA is what agents are given). Each file is written whole, then renamed into place.
+async fn write_tunnel_credentials(
+    client: &kube::Client,
+    credentials: &TunnelCredentials,
+) -> anyhow::Result<()> {
+    use flotilla_gateway::tunnel_files;
+    let certificate = flotilla_webhook::shared_certificate(
+        client,
+        names::HUB_NAMESPACE,
+        flotilla_gateway::TUNNEL_CERTIFICATE_SECRET,
+        &credentials.hosts,
+    )
+    .await
+    .context("get the tunnel server's serving certificate")?;
+    let agent_ca = flotilla_gateway::registration::client_ca(client)
+        .await
+        .context("read the CA of the agents' credentials")?;
+    for (name, text, mode) in [
+        (tunnel_files::AGENT_CA, agent_ca.as_str(), 0o644),
+        (tunnel_files::CERT, certificate.cert_pem.as_str(), 0o644),
+        (tunnel_files::KEY, certificate.key_pem.as_str(), 0o600),
+    ] {
+        write_whole(&credentials.dir.join(name), text, mode)?;
+    }
+    eprintln!(
+        "flotilla cluster-gateway: tunnel server credentials in {} for {}; agents verify it with ca.crt of Secret {}/{}",
+        credentials.dir.display(),
+        credentials.hosts.join(", "),
+        names::HUB_NAMESPACE,
+        flotilla_gateway::TUNNEL_CERTIFICATE_SECRET
+    );
+    Ok(())
+}
+
+/// Writes `text` to `path` with `mode`: a temporary file renamed into place, so the reader
+/// never sees half of it.
+fn write_whole(path: &std::path::Path, text: &str, mode: u32) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let partial = path.with_extension("partial");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&partial)
+        .with_context(|| format!("create {}", partial.display()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("write {}", partial.display()))?;
+    std::fs::rename(&partial, path).with_context(|| format!("move {} into place", path.display()))
+}
+
+/// `flotilla cluster-gateway`: serves and registers the gateway (having written the tunnel
+/// server's credentials, when asked), with the metrics and health endpoint at `ops_bind`,
+/// until `shutdown` resolves.
 pub async fn run(
     client: kube::Client,
     settings: GatewaySettings,
+    credentials: Option<TunnelCredentials>,
     ops_bind: SocketAddr,
     shutdown: impl Future<Output = anyhow::Result<()>>,
 ) -> anyhow::Result<()> {
+    if let Some(credentials) = &credentials {
+        write_tunnel_credentials(&client, credentials).await?;
+    }
     super::serve_ops(ops_bind, &client, None, "cluster-gateway").await?;
     let gateway = serve(&client, &settings).await?;
     gateway.register(&client).await?;
