@@ -12,7 +12,7 @@
 
 use crate::common;
 
-use std::{net::IpAddr, time::Duration};
+use std::time::Duration;
 
 use base64::{Engine as _, engine::general_purpose::STANDARD};
 use flotilla_api::{
@@ -20,34 +20,13 @@ use flotilla_api::{
     cluster::v1::ManagedCluster,
     gateway::consts::proxy_path,
 };
-use flotilla_testing::{
-    ControlPlane, kubectl,
-    netns::Netns,
-    tunnel::{ADDON, TunnelAgent, TunnelServer},
-    wait,
-};
+use flotilla_testing::{ControlPlane, kubectl, netns::Netns, wait};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::{Api, api::PostParams};
 use serde_json::json;
 
 const CLUSTER: &str = "c1";
 const TOKEN_SECRET: &str = "cluster-gateway";
-
-/// Runs kubectl against `hub` with `args`, as the admin or with `kubeconfig`.
-fn kubectl_as(hub: &ControlPlane, kubeconfig: &std::path::Path, args: &[&str]) -> Result<String, String> {
-    let output = hub
-        .kubectl()
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .unwrap();
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&output.stderr).into_owned())
-    }
-}
 
 fn object<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
     serde_json::from_value(value).unwrap()
@@ -78,21 +57,9 @@ async fn the_hub_process_serves_the_cluster_gateway_as_deploy_hubs_service_accou
         .unwrap();
 
     // The tunnel: its server beside the hub, the cluster's agent beside its apiserver.
-    let serving = hub.issue_serving("tunnel", &[IpAddr::V4(host)]).unwrap();
-    let tunnels = TunnelServer::start(host, hub.ca_pem(), &serving, hub.ca_pem(), ADDON).unwrap();
-    let group = format!("system:open-cluster-management:cluster:{CLUSTER}:addon:{ADDON}");
-    let credential = hub
-        .issue_client(&format!("{group}:agent:proxy-agent"), &[&group])
-        .unwrap();
-    let (url, ca, target) = (
-        tunnels.agent_url(),
-        tunnels.ca_pem().to_owned(),
-        managed.server().trim_start_matches("https://").to_owned(),
-    );
-    let _agent = netns
-        .spawn(move || async move { TunnelAgent::start(&url, &ca, &credential, &target) })
+    let (tunnels, _agent) = netns
+        .tunnel_from(&hub, CLUSTER, managed.server().trim_start_matches("https://"))
         .await
-        .unwrap()
         .unwrap();
 
     // The cluster as registration and managed-serviceaccount leave it on the hub.
@@ -182,9 +149,9 @@ async fn the_hub_process_serves_the_cluster_gateway_as_deploy_hubs_service_accou
     assert_eq!(healthy, "true");
 
     // The identity reads the token Secret by name, and nothing else.
-    let other = kubectl_as(&hub, &kubeconfig, &["get", "secret", "other", "-n", CLUSTER]).unwrap_err();
+    let other = common::kubectl_as(&kubeconfig, &["get", "secret", "other", "-n", CLUSTER]).unwrap_err();
     assert!(other.contains("Forbidden"), "{other}");
-    let listed = kubectl_as(&hub, &kubeconfig, &["get", "secrets", "-n", CLUSTER]).unwrap_err();
+    let listed = common::kubectl_as(&kubeconfig, &["get", "secrets", "-n", CLUSTER]).unwrap_err();
     assert!(listed.contains("Forbidden"), "{listed}");
 
     // It registers its own APIService only: another would put the hub in front of any API group.
@@ -200,7 +167,7 @@ async fn the_hub_process_serves_the_cluster_gateway_as_deploy_hubs_service_accou
     // refusal comes, what was created is removed again.
     let rogue = rogue.to_str().unwrap();
     let refused = wait::until("the rogue APIService refused", Duration::from_secs(30), || {
-        let created = kubectl_as(&hub, &kubeconfig, &["create", "-f", rogue]);
+        let created = common::kubectl_as(&kubeconfig, &["create", "-f", rogue]);
         if created.is_ok() {
             kubectl(&hub, &["delete", "apiservice", "v1.rogue.example"]);
         }

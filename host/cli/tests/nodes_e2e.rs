@@ -470,10 +470,8 @@ gateway pod:
         .unwrap()
         .remove("ca.crt")
         .unwrap();
-    let group = "system:open-cluster-management:cluster:cluster1:addon:cluster-proxy";
-    let credential = hub
-        .issue_client(&format!("{group}:agent:cluster-proxy"), &[group])
-        .unwrap();
+    let (common_name, group) = flotilla_testing::netns::agent_subject("cluster1");
+    let credential = hub.issue_client(&common_name, &[&group]).unwrap();
     let _agent = flotilla_testing::tunnel::TunnelAgent::start_verifying(
         &format!("wss://{pod_ip}:8132/connect"),
         &String::from_utf8(server_ca.0).unwrap(),

@@ -400,27 +400,10 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
     assert!(!state.exists(), "--purge leaves the state directory");
 }
 
-/// Runs the control plane's kubectl with `kubeconfig` and `args`.
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
-    let output = Command::new(flotilla_testing::binary::controlplane_binary().unwrap())
-        .arg("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&output.stderr).into_owned())
-    }
-}
-
 /// Polls kubectl until it succeeds, returning its output.
 async fn until_kubectl(what: &str, kubeconfig: &Path, args: &[&str]) -> String {
     flotilla_testing::wait::until(what, Duration::from_secs(90), || async {
-        kubectl(kubeconfig, args).map(Some)
+        crate::common::kubectl_as(kubeconfig, args).map(Some)
     })
     .await
     .unwrap()
@@ -455,7 +438,7 @@ async fn the_seed_commands_work_through_the_cluster_gateway(state: &Path, hub: &
         .into();
     let edited = state.join("cluster1-through-hub.kubeconfig");
     std::fs::write(&edited, serde_yaml::to_string(&config).unwrap()).unwrap();
-    let refused = kubectl(&edited, &["get", "ns"]).unwrap_err();
+    let refused = crate::common::kubectl_as(&edited, &["get", "ns"]).unwrap_err();
     let account = "system:serviceaccount:open-cluster-management-agent-addon:cluster-gateway";
     assert!(
         refused.contains("Forbidden") && refused.contains(account),

@@ -19,12 +19,7 @@ use flotilla_gateway::{
     registration::{self, Backend},
 };
 use flotilla_kube::feed::Feeds;
-use flotilla_testing::{
-    ControlPlane,
-    netns::Netns,
-    pki::CertificateAuthority,
-    tunnel::{ADDON, TunnelAgent, TunnelServer},
-};
+use flotilla_testing::{ControlPlane, netns::Netns, pki::CertificateAuthority};
 use k8s_openapi::api::{
     authentication::v1::TokenRequest,
     core::v1::{Secret, ServiceAccount},
@@ -168,21 +163,9 @@ async fn the_hub_reaches_an_unroutable_cluster_through_the_clustergateway_api() 
         .unwrap();
 
     // The tunnel: its server beside the hub, c1's agent beside its apiserver.
-    let serving = hub.issue_serving("tunnel", &[IpAddr::V4(host)]).unwrap();
-    let tunnels = TunnelServer::start(host, hub.ca_pem(), &serving, hub.ca_pem(), ADDON).unwrap();
-    let group = format!("system:open-cluster-management:cluster:c1:addon:{ADDON}");
-    let credential = hub
-        .issue_client(&format!("{group}:agent:proxy-agent"), &[&group])
-        .unwrap();
-    let (url, ca, target) = (
-        tunnels.agent_url(),
-        tunnels.ca_pem().to_owned(),
-        managed.server().trim_start_matches("https://").to_owned(),
-    );
-    let _agent = netns
-        .spawn(move || async move { TunnelAgent::start(&url, &ca, &credential, &target) })
+    let (tunnels, _agent) = netns
+        .tunnel_from(&hub, "c1", managed.server().trim_start_matches("https://"))
         .await
-        .unwrap()
         .unwrap();
 
     // c1 is reachable and has a token; c2 has no token; c3 has a token but no agent.

@@ -26,7 +26,10 @@ use std::{
     thread::JoinHandle,
 };
 
-use flotilla_localenv::{Error, Result};
+use flotilla_localenv::{
+    Error, Result,
+    tunnel::{ADDON, TunnelAgent, TunnelServer},
+};
 use tokio::sync::oneshot;
 
 /// A job for the thread: builds the future it runs to completion.
@@ -154,6 +157,40 @@ impl Netns {
         }
         rx
     }
+}
+
+impl Netns {
+    /// A cluster-proxy tunnel server on the host's address here, trusting `hub`'s CA for agents,
+    /// and `cluster`'s agent inside the namespace, with the credential the hub issues for it,
+    /// dialing only `target` (`host:port` of the cluster's apiserver, inside).
+    pub async fn tunnel_from(
+        &self,
+        hub: &flotilla_localenv::ControlPlane,
+        cluster: &str,
+        target: &str,
+    ) -> Result<(TunnelServer, TunnelAgent)> {
+        let host = self.host_addr();
+        let serving = hub.issue_serving("tunnel", &[std::net::IpAddr::V4(host)])?;
+        let server = TunnelServer::start(host, hub.ca_pem(), &serving, hub.ca_pem(), ADDON)?;
+        let (common_name, group) = agent_subject(cluster);
+        let credential = hub.issue_client(&common_name, &[&group])?;
+        let (url, ca, target) = (server.agent_url(), server.ca_pem().to_owned(), target.to_owned());
+        let agent = self
+            .spawn(move || async move { TunnelAgent::start(&url, &ca, &credential, &target) })
+            .await
+            .map_err(|_| Error::Start {
+                component: "netns",
+                message: "the namespace's thread is gone".into(),
+            })??;
+        Ok((server, agent))
+    }
+}
+
+/// The common name and group of `cluster`'s cluster-proxy agent credential (OCM's default
+/// add-on subject), which the tunnel server keys the tunnel by.
+pub fn agent_subject(cluster: &str) -> (String, String) {
+    let group = format!("system:open-cluster-management:cluster:{cluster}:addon:{ADDON}");
+    (format!("{group}:agent:{ADDON}"), group)
 }
 
 impl Drop for Netns {

@@ -22,12 +22,7 @@ use flotilla_api::{
 };
 use flotilla_gateway::registration::{self, Backend};
 use flotilla_kube::feed::Feeds;
-use flotilla_testing::{
-    ControlPlane,
-    netns::Netns,
-    pki::CertificateAuthority,
-    tunnel::{ADDON, TunnelAgent, TunnelServer},
-};
+use flotilla_testing::{ControlPlane, netns::Netns, pki::CertificateAuthority, tunnel::TunnelAgent};
 use flotilla_tests::hub_objects::apply;
 use http_body_util::BodyExt as _;
 use k8s_openapi::api::{authentication::v1::TokenRequest, core::v1::ServiceAccount};
@@ -155,21 +150,13 @@ async fn main() -> anyhow::Result<()> {
         .await??;
     let managed = Arc::new(managed);
 
-    let serving = hub.issue_serving("tunnel", &[IpAddr::V4(host)])?;
-    let tunnel_server = TunnelServer::start(host, hub.ca_pem(), &serving, hub.ca_pem(), ADDON)?;
+    let (tunnel_server, _agent) = netns
+        .tunnel_from(&hub, "c1", managed.server().trim_start_matches("https://"))
+        .await?;
     let credential = |cluster: &str| {
-        let group = format!("system:open-cluster-management:cluster:{cluster}:addon:{ADDON}");
-        hub.issue_client(&format!("{group}:agent:proxy-agent"), &[&group])
+        let (common_name, group) = flotilla_testing::netns::agent_subject(cluster);
+        hub.issue_client(&common_name, &[&group])
     };
-    let (url, ca, target, c1) = (
-        tunnel_server.agent_url(),
-        tunnel_server.ca_pem().to_owned(),
-        managed.server().trim_start_matches("https://").to_owned(),
-        credential("c1")?,
-    );
-    let _agent = netns
-        .spawn(move || async move { TunnelAgent::start(&url, &ca, &c1, &target) })
-        .await??;
 
     apply(
         &hub_admin,

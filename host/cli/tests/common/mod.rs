@@ -32,6 +32,24 @@ pub fn flotilla(kubeconfig: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Runs the control plane's kubectl with `kubeconfig` and `args`: its standard output, or its
+/// standard error when it fails.
+pub fn kubectl_as(kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
+    let output = Command::new(flotilla_testing::binary::controlplane_binary().unwrap())
+        .arg("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+}
+
 /// The standard output of a command that must succeed.
 pub fn ok(output: Output) -> String {
     assert!(
