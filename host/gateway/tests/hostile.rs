@@ -137,10 +137,9 @@ async fn a_tunnel_server_that_never_answers_connect_times_out() {
     assert_timeout(tunnel::connect(&peer.socket, "c1", SHORT).await, SHORT, started);
 }
 
-#[tokio::test]
-async fn an_endless_connect_answer_head_is_refused_at_8_kib() {
-    // The head never ends; an unbounded reader would read until the deadline.
-    let peer = Peer::start(|mut stream| async move {
+/// A tunnel server whose answer head never ends.
+fn endless_head() -> Peer {
+    Peer::start(|mut stream| async move {
         read_head(&mut stream).await;
         let _ = stream.write_all(b"HTTP/1.1 200 OK\r\n").await;
         while stream
@@ -148,7 +147,13 @@ async fn an_endless_connect_answer_head_is_refused_at_8_kib() {
             .await
             .is_ok()
         {}
-    });
+    })
+}
+
+#[tokio::test]
+async fn an_endless_connect_answer_head_is_refused_at_8_kib() {
+    // The head never ends; an unbounded reader would read until the deadline.
+    let peer = endless_head();
     assert_dial(tunnel::connect(&peer.socket, "c1", LONG).await, "over 8192 bytes");
 }
 
@@ -262,15 +267,7 @@ async fn a_cluster_list_over_4_mib_is_refused() {
 
 #[tokio::test]
 async fn an_endless_cluster_list_head_is_refused() {
-    let peer = Peer::start(|mut stream| async move {
-        read_head(&mut stream).await;
-        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\n").await;
-        while stream
-            .write_all(b"X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n")
-            .await
-            .is_ok()
-        {}
-    });
+    let peer = endless_head();
     assert_dial(tunnel::connected(&peer.socket, LONG).await, "GET /clusters");
 }
 
