@@ -113,13 +113,18 @@ pub async fn up(global: &GlobalArgs, args: &UpArgs) -> anyhow::Result<()> {
                 );
                 let asked = (clusters.len(), !args.no_addon, args.base_port);
                 let running = (env.clusters().len(), env.addon, env.base_port);
-                if asked != running {
+                // Without nodes no ecosystem add-on is installed, whatever was asked.
+                let ecosystem = ecosystem_of(&args.addons)?;
+                let ecosystem_differs = env.nodes && ecosystem != env.ecosystem;
+                if asked != running || ecosystem_differs {
+                    let installed: Vec<String> = env.ecosystem.iter().map(ToString::to_string).collect();
                     eprintln!(
-                        "note: it runs {} cluster(s), add-on {}, base port {}, not what was asked; \
+                        "note: it runs {} cluster(s), add-on {}, base port {}, add-ons [{}], not what was asked; \
                          `flotilla down` first to change that",
                         running.0,
                         if running.1 { "on" } else { "off" },
-                        running.2
+                        running.2,
+                        installed.join(", ")
                     );
                 }
                 let client = hub_client(&env).await?;
@@ -368,6 +373,28 @@ mod tests {
     use rstest::rstest;
 
     use super::*;
+
+    #[test]
+    fn addons_are_named_once_each_and_an_unknown_one_is_refused_naming_the_known() {
+        let names = |list: &[&str]| list.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            ecosystem_of(&names(&[
+                "resource-usage-collect",
+                " cluster-proxy",
+                "resource-usage-collect"
+            ]))
+            .unwrap(),
+            [up::Ecosystem::ResourceUsageCollect, up::Ecosystem::ClusterProxy]
+        );
+        assert!(ecosystem_of(&names(&[""])).unwrap().is_empty());
+        let refused = ecosystem_of(&names(&["cluster-gateway"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("\"cluster-gateway\"") && refused.contains("managed-serviceaccount"),
+            "{refused}"
+        );
+    }
 
     #[rstest]
     #[case("300s", 300)]
