@@ -231,6 +231,8 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
             "cluster1-node-containerd",
             "cluster1-node-kubelet",
             "cluster2-node-kube-scheduler",
+            "tunnel-server",
+            "cluster-gateway",
         ]
     } else {
         &["addon-agent-cluster1", "addon-agent-cluster2"]
