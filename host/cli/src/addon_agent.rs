@@ -12,8 +12,15 @@
 //! It renews every `--lease-seconds` until stopped; a failed renewal is logged and retried at
 //! the next period. In hub mode the secret is read again for every renewal, so a rotated
 //! certificate is picked up as a remounted volume would be.
+//!
+//! With `--mount DIR -- PROGRAM ARGS…` it renews nothing itself: it runs a real add-on agent
+//! where no node can run its pod, with the secret mirrored into DIR as the kubelet mounts a
+//! Secret volume (each key a file, re-read every few seconds), and ends when the agent does.
 
-use std::{path::Path, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use anyhow::Context as _;
 use clap::Args;
@@ -51,13 +58,27 @@ pub struct AddonAgentArgs {
     /// `<addon>-hub-kubeconfig` in the install namespace.
     #[arg(long)]
     pub hub_kubeconfig_secret: bool,
+    /// Run the agent program given after `--` instead, with secret `<addon>-hub-kubeconfig`
+    /// mirrored into this directory as a mounted Secret volume is.
+    #[arg(long, requires = "program")]
+    pub mount: Option<PathBuf>,
+    /// The agent program and its arguments.
+    #[arg(last = true)]
+    pub program: Vec<String>,
 }
 
-/// Renews the lease until the process is stopped.
+/// How often a mirrored secret is read again (the kubelet's sync is about a minute; shorter
+/// here, so a rotated credential reaches a local agent soon).
+const MIRROR_PERIOD: Duration = Duration::from_secs(10);
+
+/// Renews the lease until the process is stopped, or runs the agent program until it ends.
 pub async fn run(global: &GlobalArgs, args: &AddonAgentArgs) -> anyhow::Result<()> {
     let (managed, _) = crate::kube::client(global)
         .await
         .context("connect to the managed cluster")?;
+    if let Some(mount) = &args.mount {
+        return run_mounted(&managed, args, mount).await;
+    }
     let period = Duration::from_secs(args.lease_seconds.max(1));
     eprintln!(
         "flotilla addon-agent: renewing Lease {} every {}s {}",
@@ -81,29 +102,87 @@ pub async fn run(global: &GlobalArgs, args: &AddonAgentArgs) -> anyhow::Result<(
     }
 }
 
-/// One renewal on the hub with the add-on's own hub credential.
-async fn renew_on_hub(managed: &Client, args: &AddonAgentArgs, period: Duration) -> anyhow::Result<()> {
+/// Runs the agent program with the add-on's hub credential mirrored into `mount`, once the
+/// klusterlet has written it, until the program ends.
+async fn run_mounted(managed: &Client, args: &AddonAgentArgs, mount: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(mount).with_context(|| format!("create {}", mount.display()))?;
+    while let Err(error) = mirror(managed, args, mount).await {
+        eprintln!(
+            "flotilla addon-agent: waiting for the credential: {}",
+            crate::report::line(&error)
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let (program, program_args) = args.program.split_first().context("no agent program after --")?;
+    // Killed with this process: `down` stops what it recorded, this process.
+    let mut agent = tokio::process::Command::from(flotilla_localenv::processes::killed_with_parent(program))
+        .args(program_args)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("start {program}"))?;
+    eprintln!(
+        "flotilla addon-agent: {program} runs with secret {}-hub-kubeconfig mirrored into {}",
+        args.addon,
+        mount.display()
+    );
+    // Stopped (as `flotilla down` stops what it recorded: this process), it stops the agent.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listen for SIGTERM")?;
+    let mut ticks = tokio::time::interval(MIRROR_PERIOD);
+    loop {
+        tokio::select! {
+            status = agent.wait() => {
+                let status = status.with_context(|| format!("wait for {program}"))?;
+                anyhow::bail!("{program} ended with {status}");
+            }
+            _ = terminate.recv() => {
+                agent.kill().await.with_context(|| format!("stop {program}"))?;
+                return Ok(());
+            }
+            _ = ticks.tick() => {
+                if let Err(error) = mirror(managed, args, mount).await {
+                    eprintln!("flotilla addon-agent: {}", crate::report::line(&error));
+                }
+            }
+        }
+    }
+}
+
+/// Writes each key of secret `<addon>-hub-kubeconfig` as a file of `dir` (renamed into place, so
+/// a reader never sees half of one); returns the secret's names of its keys.
+async fn mirror(managed: &Client, args: &AddonAgentArgs, dir: &Path) -> anyhow::Result<Vec<String>> {
     let name = format!("{}-hub-kubeconfig", args.addon);
     let secret = Api::<Secret>::namespaced(managed.clone(), &args.namespace)
         .get(&name)
         .await
         .with_context(|| format!("read secret {}/{name}", args.namespace))?;
-    let mount = tempfile::tempdir().context("create a directory for the secret")?;
+    let mut keys = Vec::new();
     for (key, value) in secret.data.iter().flatten() {
-        std::fs::write(mount.path().join(key), &value.0)
-            .with_context(|| format!("write key {key} of secret {name}"))?;
+        // A key is a file name in the volume, never a path.
+        anyhow::ensure!(
+            !key.is_empty() && !key.contains('/') && key != "." && key != "..",
+            "secret {name} has key {key:?}, which is no file name"
+        );
+        let partial = dir.join(format!(".{key}.partial"));
+        std::fs::write(&partial, &value.0).with_context(|| format!("write key {key} of secret {name}"))?;
+        std::fs::rename(&partial, dir.join(key))
+            .with_context(|| format!("move key {key} of secret {name} into place"))?;
+        keys.push(key.clone());
     }
+    Ok(keys)
+}
+
+/// One renewal on the hub with the add-on's own hub credential.
+async fn renew_on_hub(managed: &Client, args: &AddonAgentArgs, period: Duration) -> anyhow::Result<()> {
+    let name = format!("{}-hub-kubeconfig", args.addon);
+    let mount = tempfile::tempdir().context("create a directory for the secret")?;
+    let keys = mirror(managed, args, mount.path()).await?;
     let cluster = std::fs::read_to_string(mount.path().join(CLUSTER_NAME_KEY))
         .with_context(|| format!("secret {name} has no {CLUSTER_NAME_KEY}"))?;
     // Files the kubeconfig names must be keys of the secret, written beside it just now.
     let text = std::fs::read_to_string(mount.path().join(KUBECONFIG_KEY))
         .with_context(|| format!("secret {name} has no {KUBECONFIG_KEY}"))?;
-    let keys: Vec<&str> = secret
-        .data
-        .iter()
-        .flatten()
-        .map(|(key, _)| key.as_str())
-        .collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     flotilla_kube::kubeconfig::check_from_secret(
         &Kubeconfig::from_yaml(&text).with_context(|| format!("parse the kubeconfig of secret {name}"))?,
         &keys,

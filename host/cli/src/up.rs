@@ -34,7 +34,7 @@ pub struct UpArgs {
     /// The ecosystem add-ons to install on every cluster (comma-separated; `--addons ''` for
     /// none): cluster-proxy and managed-serviceaccount (together, the cluster gateway: kubectl
     /// through the hub to any cluster), resource-usage-collect (placement scores). Their agents
-    /// run as pods, so they need nodes.
+    /// run as pods, or as local processes with the same credentials without nodes.
     #[arg(
         long,
         value_delimiter = ',',
@@ -113,9 +113,7 @@ pub async fn up(global: &GlobalArgs, args: &UpArgs) -> anyhow::Result<()> {
                 );
                 let asked = (clusters.len(), !args.no_addon, args.base_port);
                 let running = (env.clusters().len(), env.addon, env.base_port);
-                // Without nodes no ecosystem add-on is installed, whatever was asked.
-                let ecosystem = ecosystem_of(&args.addons)?;
-                let ecosystem_differs = env.nodes && ecosystem != env.ecosystem;
+                let ecosystem_differs = ecosystem_of(&args.addons)? != env.ecosystem;
                 if asked != running || ecosystem_differs {
                     let installed: Vec<String> = env.ecosystem.iter().map(ToString::to_string).collect();
                     eprintln!(
@@ -184,17 +182,6 @@ pub async fn up(global: &GlobalArgs, args: &UpArgs) -> anyhow::Result<()> {
     let ecosystem = ecosystem_of(&args.addons)?;
     let progress = Progress::new();
     let nodes = !args.no_nodes && up::nodes_possible(&progress).await;
-    if !nodes && !ecosystem.is_empty() {
-        eprintln!(
-            "note: without nodes, the add-ons {} are not installed: their agents run as pods",
-            ecosystem
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    let ecosystem = if nodes { ecosystem } else { Vec::new() };
     let plan = Plan {
         state: state.clone(),
         exe,

@@ -396,6 +396,34 @@ async fn up_starts_everything_status_reports_it_a_second_up_reuses_it_down_leave
     assert_eq!(row(&table, "helloworld", "cluster2")[3], "True", "{table}");
     let (status, _) = ok(flotilla(&state, &["status"]));
     assert!(status.contains("addon-agent-cluster2"), "{status}");
+    // The add-ons' agents are local processes then, with the same credentials: the gateway
+    // reaches the cluster through the tunnel of cluster2's local agent.
+    for agent in [
+        "cluster-proxy-agent-cluster2",
+        "managed-serviceaccount-agent-cluster2",
+        "cluster-gateway",
+    ] {
+        assert!(
+            status
+                .lines()
+                .any(|l| l.starts_with(agent) && l.contains("running")),
+            "{agent} in:\n{status}"
+        );
+    }
+    assert_eq!(
+        row(&table, "managed-serviceaccount", "cluster2")[2],
+        "True",
+        "{table}"
+    );
+    let admin = state.join("controlplanes/hub/pki/admin.kubeconfig");
+    let healthz = flotilla_api::gateway::consts::proxy_path("cluster2", "/healthz");
+    let raw = until_kubectl(
+        "healthz through the hub without nodes",
+        &admin,
+        &["get", "--raw", &healthz],
+    )
+    .await;
+    assert_eq!(raw, "ok");
     let recorded = processes::read_all(&state).unwrap();
     ok(flotilla(&state, &["down", "--purge"]));
     assert_nothing_left(&state, &recorded, &layout);

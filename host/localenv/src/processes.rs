@@ -313,6 +313,15 @@ pub enum Lifetime {
     Detached,
 }
 
+/// A command running `program` through `setpriv --pdeathsig KILL`, so the kernel kills it when
+/// the thread that starts it exits, even when that thread's process is killed outright (the
+/// workspace forbids the `unsafe` a `prctl` before exec would need).
+pub fn killed_with_parent(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut command = std::process::Command::new("setpriv");
+    command.args(["--pdeathsig", "KILL", "--"]).arg(program);
+    command
+}
+
 /// Starts `program` with `args` as `component`, standard output and error appended to `log`
 /// (so a restarted component keeps its earlier log). `configure` sets anything else
 /// (environment, working directory) on the command before it starts.
@@ -330,9 +339,7 @@ pub fn spawn_logged(
     };
 
     let mut command = if lifetime == Lifetime::TiedByKernel {
-        let mut command = Command::new("setpriv");
-        command.args(["--pdeathsig", "KILL", "--"]).arg(program);
-        command
+        killed_with_parent(program)
     } else {
         Command::new(program)
     };

@@ -14,7 +14,10 @@
 //!
 //! The agents are pods on the clusters' nodes with the credentials their klusterlets obtained;
 //! the tunnel server and the gateway run on this host beside the hub, because the agents of
-//! every cluster must reach the one server whose socket the gateway reads.
+//! every cluster must reach the one server whose socket the gateway reads. Without nodes, each
+//! agent is a local process with the same credentials: on the hub, its add-on's
+//! `<addon>-hub-kubeconfig` mirrored as a mounted Secret is (`flotilla addon-agent --mount`); on
+//! its cluster, a token of the service account its pod would run as.
 
 use std::{net::IpAddr, path::PathBuf, str::FromStr};
 
@@ -77,6 +80,15 @@ impl Ecosystem {
         }
     }
 
+    /// The service account its agent's pod runs as (the plugin's), which a local agent uses.
+    fn service_account(self) -> &'static str {
+        match self {
+            Self::ClusterProxy => "cluster-proxy-agent-sa",
+            Self::ManagedServiceAccount => "managed-serviceaccount",
+            Self::ResourceUsageCollect => "resource-usage-collect-agent-sa",
+        }
+    }
+
     /// Its agent's image.
     pub(super) fn image(self) -> (&'static str, &'static str) {
         match self {
@@ -135,6 +147,20 @@ pub(super) async fn build(plan: &Plan, progress: &Progress) -> anyhow::Result<Ve
         })
         .await?;
         built.push((*addon, path));
+    }
+    if !plan.nodes {
+        // Without nodes the agents run here; with nodes their images build them.
+        for package in plan.ecosystem.iter().filter_map(|a| match a {
+            Ecosystem::ManagedServiceAccount => Some("managed-serviceaccount-agent"),
+            Ecosystem::ResourceUsageCollect => Some("resource-usage-agent"),
+            Ecosystem::ClusterProxy => None,
+        }) {
+            step(progress, &format!("build the {package}"), None, async {
+                let path = tokio::task::spawn_blocking(move || crate::plugins::agent(package)).await??;
+                Ok(((), path.display().to_string()))
+            })
+            .await?;
+        }
     }
     if plan.ecosystem.contains(&Ecosystem::ClusterProxy) {
         step(progress, "build the reverse tunnel", None, async {
@@ -196,6 +222,20 @@ pub(super) fn start_tunnel_server(
         },
         format!("process {}, agents at {url}", server.pid),
     ))
+}
+
+/// An IPv4 address of this host other than loopback (the apiserver refuses loopback endpoints
+/// for the gateway's Service): where the hub's apiserver reaches the gateway without nodes.
+pub fn host_address() -> Option<std::net::Ipv4Addr> {
+    let output = std::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&output.stdout).lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        words.find(|w| *w == "inet")?;
+        words.next()?.split('/').next()?.parse().ok()
+    })
 }
 
 /// Registers and enables `plan`'s ecosystem add-ons on every cluster, with their configs; the
@@ -261,6 +301,15 @@ pub(super) async fn enable(
         )
         .await?;
     }
+    if !plan.nodes {
+        step(
+            progress,
+            "start the add-ons' agents as local processes (no nodes)",
+            Some(plan.logs()),
+            start_local_agents(plan, tunnel),
+        )
+        .await?;
+    }
     if let (true, Some(tunnel)) = (serves_gateway(plan), tunnel) {
         let log = plan.logs().join("cluster-gateway.log");
         step(
@@ -272,6 +321,126 @@ pub(super) async fn enable(
         .await?;
     }
     Ok(())
+}
+
+/// The install namespace of the add-ons' agents on their clusters.
+const INSTALL_NAMESPACE: &str = flotilla_api::addon::consts::DEFAULT_INSTALL_NAMESPACE;
+
+/// Starts each add-on's agent of each cluster as a process of this host: `flotilla addon-agent
+/// --mount` runs it with the add-on's hub credential mirrored, and it reaches its cluster as the
+/// service account its pod would run as, whose RBAC the plugin installed.
+async fn start_local_agents(plan: &Plan, tunnel: Option<&TunnelEndpoint>) -> anyhow::Result<((), String)> {
+    let mut started = Vec::new();
+    for (index, cluster) in plan.clusters.iter().enumerate() {
+        let admin = plan.admin_kubeconfig(cluster);
+        let managed = crate::kubeconfig::client_from_yaml(
+            &std::fs::read_to_string(&admin).with_context(|| format!("read {}", admin.display()))?,
+        )
+        .await?;
+        let dir = plan.state.join("agents").join(cluster);
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        let port = plan.layout.cluster(u16::try_from(index + 1)?).apiserver;
+        for addon in &plan.ecosystem {
+            let mount = dir.join(addon.addon());
+            let hub_kubeconfig = mount.join("kubeconfig").display().to_string();
+            let program: Vec<String> = match addon {
+                Ecosystem::ClusterProxy => {
+                    let tunnel = tunnel.ok_or_else(|| anyhow!("cluster-proxy needs the tunnel server"))?;
+                    let ca = dir.join("tunnel-server-ca.crt");
+                    std::fs::write(&ca, &tunnel.ca_pem).with_context(|| format!("write {}", ca.display()))?;
+                    vec![
+                        tunnel::tunnel_binary()?.display().to_string(),
+                        "agent".into(),
+                        format!(
+                            "--hub-url=wss://127.0.0.1:{}{}",
+                            plan.layout.tunnel(),
+                            tunnel::CONNECT_PATH
+                        ),
+                        format!("--hub-ca={}", ca.display()),
+                        format!("--cert={}", mount.join("tls.crt").display()),
+                        format!("--key={}", mount.join("tls.key").display()),
+                        format!("--target=127.0.0.1:{port}"),
+                    ]
+                }
+                Ecosystem::ManagedServiceAccount | Ecosystem::ResourceUsageCollect => {
+                    let identity = dir.join(format!("{}.kubeconfig", addon.addon()));
+                    let yaml =
+                        service_account_kubeconfig(&managed, &admin, addon.service_account(), plan).await?;
+                    std::fs::write(&identity, yaml)
+                        .with_context(|| format!("write {}", identity.display()))?;
+                    let package = match addon {
+                        Ecosystem::ManagedServiceAccount => "managed-serviceaccount-agent",
+                        _ => "resource-usage-agent",
+                    };
+                    let mut args = vec![
+                        crate::plugins::agent(package)?.display().to_string(),
+                        format!("--hub-kubeconfig={hub_kubeconfig}"),
+                        format!("--cluster-name={cluster}"),
+                        format!("--addon-namespace={INSTALL_NAMESPACE}"),
+                        format!("--kubeconfig={}", identity.display()),
+                    ];
+                    if *addon == Ecosystem::ResourceUsageCollect {
+                        args.push(format!("--period={SCORE_PERIOD_SECONDS}"));
+                    }
+                    args
+                }
+            };
+            let name = format!("{}-agent-{cluster}", addon.addon());
+            let log = plan.logs().join(format!("{name}.log"));
+            let mut command = std::process::Command::new(&plan.exe);
+            command
+                .args(["addon-agent", "--addon", addon.addon(), "--kubeconfig"])
+                .arg(&admin)
+                .arg("--mount")
+                .arg(&mount)
+                .arg("--")
+                .args(&program);
+            let child = spawn_in_background(command, &log).with_context(|| format!("start {name}"))?;
+            processes::record(&plan.state, &name, child.id(), &plan.exe, &log, None)?;
+            started.push(format!("{name}: process {}", child.id()));
+            drop(child);
+        }
+    }
+    Ok(((), started.join(", ")))
+}
+
+/// A kubeconfig of `cluster`'s service account `account` in the install namespace (waiting
+/// until the add-on's manifests made it): the admin kubeconfig's server and CA, and a token of
+/// that account, which a local agent acts with as its pod would.
+async fn service_account_kubeconfig(
+    managed: &Client,
+    admin: &std::path::Path,
+    account: &str,
+    plan: &Plan,
+) -> anyhow::Result<String> {
+    use k8s_openapi::api::{authentication::v1::TokenRequest, core::v1::ServiceAccount};
+    let accounts: Api<ServiceAccount> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);
+    crate::wait::until(
+        &format!("ServiceAccount {INSTALL_NAMESPACE}/{account}"),
+        plan.timeout,
+        || async { accounts.get_opt(account).await.map(|a| a.map(|_| ())) },
+    )
+    .await?;
+    // A month: the token of a local agent is not rotated as a pod's projected one is.
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": {"expirationSeconds": 30 * 24 * 3600}}))?;
+    let token = accounts
+        .create_token_request(account, &Default::default(), &request)
+        .await
+        .with_context(|| format!("request a token of ServiceAccount {INSTALL_NAMESPACE}/{account}"))?
+        .status
+        .context("the token request has no status")?
+        .token;
+    let mut config: serde_json::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(admin).with_context(|| format!("read {}", admin.display()))?,
+    )?;
+    config["users"] = json!([{"name": account, "user": {"token": token}}]);
+    if let Some(contexts) = config["contexts"].as_array_mut() {
+        for context in contexts {
+            context["context"]["user"] = json!(account);
+        }
+    }
+    Ok(serde_yaml::to_string(&config)?)
 }
 
 /// Applies AddOnDeploymentConfig `name` in the hub namespace with `variables`; returns its
@@ -355,6 +524,11 @@ async fn start_gateway(
 pub(super) async fn await_running(plan: &Plan, progress: &Progress) -> anyhow::Result<()> {
     let client = hub_client(plan).await?;
     for addon in &plan.ecosystem {
+        // Its health is its agent Deployment's availability, which needs a node; without one,
+        // the healthy ClusterGateways show the tunnels instead.
+        if *addon == Ecosystem::ClusterProxy && !plan.nodes {
+            continue;
+        }
         step(
             progress,
             &format!("wait until {addon} is Available on every cluster"),

@@ -10,7 +10,7 @@ use anyhow::{Context as _, anyhow};
 use super::{
     ADDON, HUB, KLUSTERLET_DEPLOYMENT, KLUSTERLET_NAMESPACE, NODES_DIR, Plan,
     checks::{addons_available, await_ready, clusters_available, plugin_ready, works_applied},
-    ecosystem::{Ecosystem, TunnelEndpoint, start_tunnel_server},
+    ecosystem::{self, Ecosystem, TunnelEndpoint, start_tunnel_server},
     progress::{Progress, step},
     start::{
         flotilla, hub_pods_ready, record_control_planes, start_addon_agents, start_control_planes, start_hub,
@@ -168,6 +168,23 @@ pub(super) async fn infrastructure(
             },
         )
         .await?;
+    }
+    if tunnel.is_none() && plan.ecosystem.contains(&Ecosystem::ClusterProxy) {
+        // Without nodes the agents are local processes, which reach the server on loopback.
+        let host = ecosystem::host_address()
+            .ok_or_else(|| anyhow!("this host has no IPv4 address but loopback, where the hub's apiserver could reach the cluster gateway"))?;
+        let hub = control_planes
+            .first()
+            .ok_or_else(|| anyhow!("no hub control plane"))?;
+        tunnel = Some(
+            step(
+                progress,
+                "start the cluster-proxy tunnel server",
+                Some(plan.state.join("cluster-proxy").join("server.log")),
+                async { start_tunnel_server(plan, hub, host.into()) },
+            )
+            .await?,
+        );
     }
     record_control_planes(plan, control_planes)?;
     let (binary, log) = (registry.binary().to_path_buf(), registry.log_path());
