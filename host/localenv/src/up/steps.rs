@@ -109,7 +109,10 @@ pub(super) async fn infrastructure(
     .await?;
     let mut registry_address = format!("127.0.0.1:{}", plan.layout.registry());
     let mut flotilla_image = None;
-    let mut tunnel = None;
+    // Where the tunnel server is reached: every node's pods reach this host at the hub
+    // node's address; without nodes the agents are local processes, which use loopback, and
+    // the hub's apiserver reaches the gateway at another address of this host.
+    let mut tunnel_host = None;
     if plan.nodes {
         let hub_node;
         (registry_address, hub_node) = step(
@@ -131,20 +134,7 @@ pub(super) async fn infrastructure(
             )
             .await?;
         }
-        if plan.ecosystem.contains(&Ecosystem::ClusterProxy) {
-            let hub = control_planes
-                .first()
-                .ok_or_else(|| anyhow!("no hub control plane"))?;
-            tunnel = Some(
-                step(
-                    progress,
-                    "start the cluster-proxy tunnel server",
-                    Some(plan.state.join("cluster-proxy").join("server.log")),
-                    async { start_tunnel_server(plan, hub, hub_node.into()) },
-                )
-                .await?,
-            );
-        }
+        tunnel_host = Some(hub_node);
         let pushed = step(
             progress,
             "push the Flotilla image",
@@ -169,10 +159,11 @@ pub(super) async fn infrastructure(
         )
         .await?;
     }
-    if tunnel.is_none() && plan.ecosystem.contains(&Ecosystem::ClusterProxy) {
-        // Without nodes the agents are local processes, which reach the server on loopback.
-        let host = ecosystem::host_address()
-            .ok_or_else(|| anyhow!("this host has no IPv4 address but loopback, where the hub's apiserver could reach the cluster gateway"))?;
+    let mut tunnel = None;
+    if plan.ecosystem.contains(&Ecosystem::ClusterProxy) {
+        let host = tunnel_host.or_else(ecosystem::host_address).ok_or_else(|| {
+            anyhow!("this host has no IPv4 address but loopback, where the hub's apiserver could reach the cluster gateway")
+        })?;
         let hub = control_planes
             .first()
             .ok_or_else(|| anyhow!("no hub control plane"))?;
